@@ -1,0 +1,437 @@
+package io.idem.core;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HexFormat;
+import java.util.Map;
+import java.util.Optional;
+import java.util.function.LongConsumer;
+
+/**
+ * The session table of the Idempotent Receiver: for every command it decides whether the command is
+ * new, a duplicate (answered with the saved response, never applied twice), or refused.
+ *
+ * <p>A session is identified by its client id (the log index of its registration), holds the
+ * numbers its client assigned, and saves the response of every applied request until the client
+ * acknowledges it. Sessions expire after their TTL without activity, measured in log time. A
+ * session may carry a durable name; {@link #resume} hands a named session to a restarted client,
+ * bumping its epoch so that the older instance is {@link RejectCode#FENCED}.
+ *
+ * <p><b>Determinism.</b> Every method is a function of its arguments and the table's state. Time
+ * ({@code now}, milliseconds of log time, never negative) and ids come from the caller. Two tables
+ * fed the same calls have equal {@link #digest()}s, also when one of them was restored from a
+ * snapshot in between.
+ *
+ * <p><b>Thread safety.</b> None: the replicated state machine calls it from one thread at a time.
+ *
+ * <p><b>Protocol.</b> Validate, then commit: {@link #admit} only decides and mutates nothing; the
+ * caller applies a {@link Admission#NEW} command and then calls {@link #record} with its response,
+ * before any other call.
+ */
+public final class SessionTable {
+
+  /** The largest response {@link #record} accepts: 16 MiB. */
+  public static final int MAX_RESPONSE_BYTES = 16 << 20;
+
+  /** Largest accepted {@code now}: far from overflowing {@code now + ttl}. */
+  static final long MAX_TIME_MS = 1L << 62;
+
+  private final SessionTableConfig config;
+  private final SessionIndex sessions = new SessionIndex();
+  private final ExpiryHeap expiry = new ExpiryHeap();
+  private final Map<String, Session> byName = new HashMap<>();
+  private long savedResponses;
+
+  /** An empty table with the given bounds. */
+  public SessionTable(SessionTableConfig config) {
+    if (config == null) {
+      throw new IllegalArgumentException("config must not be null");
+    }
+    this.config = config;
+  }
+
+  /** The bounds of this table. */
+  public SessionTableConfig config() {
+    return config;
+  }
+
+  /**
+   * Opens a session. Sessions due to expire at {@code now} are expired first, so that their names
+   * and places count as free.
+   *
+   * @param clientId the session's id: the log index of the registration entry, unique forever
+   * @param secretHi high 64 bits of the session's secret (chosen by the leader, carried in the log)
+   * @param secretLo low 64 bits of the secret
+   * @param name a durable name that a restarted client can {@link #resume}, or {@code null}
+   * @param ttlMs how long the session lives without activity, in {@code [1, config.maxTtlMs()]}
+   * @param now log time
+   * @return {@link Registration.Granted} with epoch 0 and {@code nextSeq} 1; or refused with {@link
+   *     RejectCode#INVALID_ARGUMENT} (TTL or name out of range), {@link RejectCode#NAME_IN_USE}, or
+   *     {@link RejectCode#TOO_MANY_SESSIONS}
+   * @throws IllegalArgumentException if {@code clientId} is already in use or {@code now} is out of
+   *     range: both are bugs of the caller, not of a client
+   */
+  public Registration register(
+      long clientId, long secretHi, long secretLo, String name, long ttlMs, long now) {
+    checkTime(now);
+    if (ttlMs < 1 || ttlMs > config.maxTtlMs() || !validName(name)) {
+      return new Registration.Refused(RejectCode.INVALID_ARGUMENT);
+    }
+    expire(now);
+    if (sessions.get(clientId) != null) {
+      throw new IllegalArgumentException("client id " + clientId + " is already in use");
+    }
+    if (name != null && byName.containsKey(name)) {
+      return new Registration.Refused(RejectCode.NAME_IN_USE);
+    }
+    if (sessions.size() >= config.maxSessions()) {
+      return new Registration.Refused(RejectCode.TOO_MANY_SESSIONS);
+    }
+    add(new Session(clientId, name, secretHi, secretLo, ttlMs, 0, now));
+    return new Registration.Granted(clientId, 0, 1);
+  }
+
+  /**
+   * Hands the live session named {@code name} to a new instance of its client: bumps the epoch (the
+   * older instance is {@link RejectCode#FENCED} from now on) and counts as activity. Saved
+   * responses are kept, so the new instance can resend what the old one had outstanding, with the
+   * same numbers, and get each answered once.
+   *
+   * @return {@link Registration.Granted} with the new epoch and the session's {@code nextSeq}; or
+   *     refused with {@link RejectCode#SESSION_EXPIRED} (no live session of that name), {@link
+   *     RejectCode#UNAUTHENTICATED} (wrong secret) or {@link RejectCode#INVALID_ARGUMENT} (bad
+   *     name)
+   */
+  public Registration resume(String name, long secretHi, long secretLo, long now) {
+    checkTime(now);
+    if (name == null || !validName(name)) {
+      return new Registration.Refused(RejectCode.INVALID_ARGUMENT);
+    }
+    expire(now);
+    Session s = byName.get(name);
+    if (s == null) {
+      return new Registration.Refused(RejectCode.SESSION_EXPIRED);
+    }
+    if (s.secretHi != secretHi || s.secretLo != secretLo) {
+      return new Registration.Refused(RejectCode.UNAUTHENTICATED);
+    }
+    s.epoch++;
+    s.touch(now);
+    return new Registration.Granted(s.clientId, s.epoch, s.nextSeq);
+  }
+
+  /**
+   * Decides what to do with command {@code seq} of session {@code clientId}. Mutates nothing.
+   *
+   * <p>The rules, in order (ARCHITECTURE, "The session state machine"):
+   *
+   * <ol>
+   *   <li>{@code seq < 1}, {@code ack < 0} or {@code ack > seq}: {@link
+   *       RejectCode#INVALID_ARGUMENT} (a client's ack is its lowest outstanding number, and this
+   *       command is outstanding).
+   *   <li>No session, or its TTL has passed at {@code now}: {@link RejectCode#SESSION_EXPIRED}.
+   *   <li>{@code epoch} below the session's: {@link RejectCode#FENCED}; above it: {@link
+   *       RejectCode#INVALID_ARGUMENT}.
+   *   <li>The effective low-water mark is {@code max(lowWater, min(ack, nextSeq))}: an ack beyond
+   *       {@code nextSeq} cannot acknowledge responses that were never produced.
+   *   <li>{@code seq} below it: {@link RejectCode#RESPONSE_DISCARDED}.
+   *   <li>{@code seq < nextSeq}: {@link Admission.Duplicate} with the saved response.
+   *   <li>{@code seq > nextSeq}: {@link RejectCode#OUT_OF_ORDER}; resend from {@link
+   *       #nextSeq(long)}.
+   *   <li>{@code nextSeq - low >= window}: {@link RejectCode#WINDOW_EXCEEDED}.
+   *   <li>Otherwise {@link Admission#NEW}.
+   * </ol>
+   */
+  public Admission admit(long clientId, long epoch, long seq, long ack, long now) {
+    if (seq < 1 || ack < 0 || ack > seq) {
+      return Admission.rejected(RejectCode.INVALID_ARGUMENT);
+    }
+    Session s = sessions.get(clientId);
+    if (s == null || s.expiredAt(now)) {
+      return Admission.rejected(RejectCode.SESSION_EXPIRED);
+    }
+    if (epoch != s.epoch) {
+      return Admission.rejected(epoch < s.epoch ? RejectCode.FENCED : RejectCode.INVALID_ARGUMENT);
+    }
+    long low = Math.max(s.lowWater, Math.min(ack, s.nextSeq));
+    if (seq < low) {
+      return Admission.rejected(RejectCode.RESPONSE_DISCARDED);
+    }
+    if (seq < s.nextSeq) {
+      return new Admission.Duplicate(s.response(seq));
+    }
+    if (seq > s.nextSeq) {
+      return Admission.rejected(RejectCode.OUT_OF_ORDER);
+    }
+    if (s.nextSeq - low >= config.window()) {
+      return Admission.rejected(RejectCode.WINDOW_EXCEEDED);
+    }
+    return Admission.NEW;
+  }
+
+  /**
+   * Commits a command that {@link #admit} found {@link Admission#NEW}: drops responses below {@code
+   * ack}, saves {@code response} as the answer to {@code seq}, advances {@code nextSeq}, and counts
+   * as activity at {@code now}.
+   *
+   * @param response the response to return to every retry of {@code seq}; the table keeps the
+   *     array, so the caller must not change it afterwards
+   * @throws IllegalStateException if the command was not just admitted as new (a caller bug)
+   * @throws IllegalArgumentException if {@code response} is null or above {@link
+   *     #MAX_RESPONSE_BYTES}
+   */
+  public void record(long clientId, long seq, long ack, long now, byte[] response) {
+    if (response == null || response.length > MAX_RESPONSE_BYTES) {
+      throw new IllegalArgumentException(
+          "response must be non-null and at most "
+              + MAX_RESPONSE_BYTES
+              + " bytes, got "
+              + (response == null ? "null" : response.length));
+    }
+    Session s = sessions.get(clientId);
+    if (s == null || seq != s.nextSeq || ack > seq || ack < 0) {
+      throw new IllegalStateException(
+          "record(" + clientId + ", " + seq + ") without a NEW admission of that command");
+    }
+    savedResponses -= s.trim(ack);
+    if (s.savedResponses() >= config.window()) {
+      throw new IllegalStateException(
+          "record(" + clientId + ", " + seq + ") would exceed the window of " + config.window());
+    }
+    s.append(response);
+    savedResponses++;
+    s.touch(now);
+  }
+
+  /**
+   * Keeps a session alive and drops its responses below {@code ack}.
+   *
+   * @return empty on success; else {@link RejectCode#SESSION_EXPIRED}, {@link RejectCode#FENCED} or
+   *     {@link RejectCode#INVALID_ARGUMENT} (negative ack, or an epoch from the future)
+   */
+  public Optional<RejectCode> keepAlive(long clientId, long epoch, long ack, long now) {
+    checkTime(now);
+    if (ack < 0) {
+      return Optional.of(RejectCode.INVALID_ARGUMENT);
+    }
+    Session s = sessions.get(clientId);
+    Optional<RejectCode> refused = checkOwner(s, epoch, now);
+    if (refused.isPresent()) {
+      return refused;
+    }
+    savedResponses -= s.trim(ack);
+    s.touch(now);
+    return Optional.empty();
+  }
+
+  /**
+   * Ends a session and frees its saved responses and name.
+   *
+   * @return empty on success; else {@link RejectCode#SESSION_EXPIRED}, {@link RejectCode#FENCED} or
+   *     {@link RejectCode#INVALID_ARGUMENT}
+   */
+  public Optional<RejectCode> close(long clientId, long epoch, long now) {
+    checkTime(now);
+    Session s = sessions.get(clientId);
+    Optional<RejectCode> refused = checkOwner(s, epoch, now);
+    if (refused.isEmpty()) {
+      remove(s);
+    }
+    return refused;
+  }
+
+  /** Removes every session whose TTL has passed at {@code now}; returns how many. */
+  public int expire(long now) {
+    return expire(now, id -> {});
+  }
+
+  /**
+   * Removes every session whose TTL has passed at {@code now}, that is {@code lastActive + ttl <
+   * now}, and reports their ids to {@code expired} in ascending order. Costs O(log n) per expired
+   * session (see {@link ExpiryHeap}), never a scan of all sessions.
+   *
+   * @return how many sessions expired
+   */
+  public int expire(long now, LongConsumer expired) {
+    checkTime(now);
+    long[] ids = null;
+    int count = 0;
+    for (Session s = expiry.peek(); s != null && s.heapDeadlineMs < now; s = expiry.peek()) {
+      long deadline = s.expiresAfterMs();
+      if (deadline >= now) {
+        expiry.increaseKey(s, deadline);
+        continue;
+      }
+      if (ids == null) {
+        ids = new long[8];
+      } else if (count == ids.length) {
+        ids = Arrays.copyOf(ids, count * 2);
+      }
+      ids[count++] = s.clientId;
+      remove(s);
+    }
+    if (count > 0) {
+      // The heap's lazily kept keys differ between a replica restored from a snapshot and one that
+      // was not; sorting makes the reported order depend on the state alone.
+      Arrays.sort(ids, 0, count);
+      for (int i = 0; i < count; i++) {
+        expired.accept(ids[i]);
+      }
+    }
+    return count;
+  }
+
+  /**
+   * Whether {@code clientId} names a session with this secret. The front door checks this before
+   * anything reaches the log; it does not look at expiry.
+   */
+  public boolean authenticate(long clientId, long secretHi, long secretLo) {
+    Session s = sessions.get(clientId);
+    return s != null && s.secretHi == secretHi && s.secretLo == secretLo;
+  }
+
+  /** The lowest number session {@code clientId} has not applied, or -1 if there is no session. */
+  public long nextSeq(long clientId) {
+    Session s = sessions.get(clientId);
+    return s == null ? -1 : s.nextSeq;
+  }
+
+  /**
+   * A copy of one session's state, if the table holds it (expired sessions linger until expire).
+   */
+  public Optional<SessionInfo> session(long clientId) {
+    Session s = sessions.get(clientId);
+    if (s == null) {
+      return Optional.empty();
+    }
+    return Optional.of(
+        new SessionInfo(
+            s.clientId,
+            s.epoch,
+            s.name,
+            s.ttlMs,
+            s.lastActiveMs,
+            s.nextSeq,
+            s.lowWater,
+            s.savedResponses()));
+  }
+
+  /** The id of the session holding {@code name}, or -1. */
+  public long clientIdOf(String name) {
+    Session s = byName.get(name);
+    return s == null ? -1 : s.clientId;
+  }
+
+  /** How many sessions the table holds. */
+  public int size() {
+    return sessions.size();
+  }
+
+  /** How many responses the table saves across all sessions. */
+  public long savedResponses() {
+    return savedResponses;
+  }
+
+  /**
+   * Writes the whole table, bounds included, in snapshot format version 1 (see {@link
+   * SnapshotCodec}). Leaves {@code out} open and does not flush it.
+   */
+  public void writeSnapshot(OutputStream out) throws IOException {
+    SnapshotCodec.write(this, out::write);
+  }
+
+  /**
+   * Reads a table written by {@link #writeSnapshot}. Reads exactly the snapshot's bytes.
+   *
+   * @throws SnapshotFormatException if the input is corrupt, truncated, of an unknown version, or
+   *     fails its checksum; no table is returned then
+   * @throws IOException if reading fails
+   */
+  public static SessionTable readSnapshot(InputStream in) throws IOException {
+    return SnapshotCodec.read(in);
+  }
+
+  /**
+   * A SHA-256 digest of the table's replicated state, in hex: equal for equal states, whatever
+   * history led to them. It covers exactly what a snapshot holds.
+   */
+  public String digest() {
+    MessageDigest sha;
+    try {
+      sha = MessageDigest.getInstance("SHA-256");
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException("every JDK provides SHA-256", e);
+    }
+    try {
+      SnapshotCodec.write(this, sha::update);
+    } catch (IOException e) {
+      throw new IllegalStateException("a digest sink does not fail", e);
+    }
+    return HexFormat.of().formatHex(sha.digest());
+  }
+
+  @Override
+  public String toString() {
+    return "SessionTable{sessions=" + size() + ", savedResponses=" + savedResponses + "}";
+  }
+
+  // ---- package-private access for the snapshot codec ----
+
+  long[] sortedIds() {
+    return sessions.sortedIds();
+  }
+
+  Session get(long clientId) {
+    return sessions.get(clientId);
+  }
+
+  /** Adds a restored or new session; its id and name must be free. */
+  void add(Session s) {
+    sessions.add(s);
+    expiry.add(s);
+    if (s.name != null) {
+      byName.put(s.name, s);
+    }
+    savedResponses += s.savedResponses();
+  }
+
+  // ---- internals ----
+
+  private void remove(Session s) {
+    sessions.remove(s.clientId);
+    expiry.remove(s);
+    if (s.name != null) {
+      byName.remove(s.name);
+    }
+    savedResponses -= s.savedResponses();
+  }
+
+  private static Optional<RejectCode> checkOwner(Session s, long epoch, long now) {
+    if (s == null || s.expiredAt(now)) {
+      return Optional.of(RejectCode.SESSION_EXPIRED);
+    }
+    if (epoch != s.epoch) {
+      return Optional.of(epoch < s.epoch ? RejectCode.FENCED : RejectCode.INVALID_ARGUMENT);
+    }
+    return Optional.empty();
+  }
+
+  private boolean validName(String name) {
+    return name == null
+        || (!name.isEmpty()
+            && name.length() <= config.maxNameLength()
+            && StandardCharsets.UTF_8.newEncoder().canEncode(name));
+  }
+
+  private static void checkTime(long now) {
+    if (now < 0 || now > MAX_TIME_MS) {
+      throw new IllegalArgumentException("log time must be in [0, 2^62], got " + now);
+    }
+  }
+}

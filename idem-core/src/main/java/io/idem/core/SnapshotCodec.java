@@ -1,0 +1,151 @@
+package io.idem.core;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * Session snapshot format, version 1. All integers are big-endian.
+ *
+ * <pre>
+ * int   magic = 0x49444D53 ("IDMS")
+ * int   version = 1
+ * int   window, int maxSessions, long maxTtlMs, int maxNameLength     (the bounds: replicated state)
+ * int   sessionCount
+ * sessionCount times, in ascending clientId:
+ *   long clientId, long epoch, long secretHi, long secretLo, long ttlMs, long lastActiveMs,
+ *   long lowWater, long nextSeq,
+ *   int nameLength (-1: anonymous), nameLength bytes of UTF-8,
+ *   (nextSeq - lowWater) times: int responseLength, responseLength bytes   (for lowWater..nextSeq-1)
+ * int   CRC32C of every byte above
+ * </pre>
+ *
+ * <p>The reader checks every field's range and the checksum before it returns a table, so a corrupt
+ * or truncated snapshot raises {@link SnapshotFormatException} and never yields a partly loaded
+ * table. A new version gets a new number, a golden file, and a reader branch; version 1 files stay
+ * readable.
+ */
+final class SnapshotCodec {
+  static final int MAGIC = 0x49444D53;
+  static final int VERSION = 1;
+
+  private SnapshotCodec() {}
+
+  static void write(SessionTable table, SnapshotEncoder.Sink sink) throws IOException {
+    SnapshotEncoder out = new SnapshotEncoder(sink);
+    out.putInt(MAGIC);
+    out.putInt(VERSION);
+    SessionTableConfig c = table.config();
+    out.putInt(c.window());
+    out.putInt(c.maxSessions());
+    out.putLong(c.maxTtlMs());
+    out.putInt(c.maxNameLength());
+    long[] ids = table.sortedIds();
+    out.putInt(ids.length);
+    for (long id : ids) {
+      Session s = table.get(id);
+      out.putLong(s.clientId);
+      out.putLong(s.epoch);
+      out.putLong(s.secretHi);
+      out.putLong(s.secretLo);
+      out.putLong(s.ttlMs);
+      out.putLong(s.lastActiveMs);
+      out.putLong(s.lowWater);
+      out.putLong(s.nextSeq);
+      out.putBytes(s.name == null ? null : s.name.getBytes(StandardCharsets.UTF_8));
+      for (long seq = s.lowWater; seq < s.nextSeq; seq++) {
+        out.putBytes(s.response(seq));
+      }
+    }
+    out.finish();
+  }
+
+  static SessionTable read(InputStream stream) throws IOException {
+    SnapshotDecoder in = new SnapshotDecoder(stream);
+    int magic = in.getInt();
+    if (magic != MAGIC) {
+      throw new SnapshotFormatException(
+          String.format("not a session snapshot: magic %08x, expected %08x", magic, MAGIC));
+    }
+    int version = in.getInt();
+    if (version != VERSION) {
+      throw new SnapshotFormatException(
+          "unsupported session snapshot version " + version + "; this reader knows " + VERSION);
+    }
+    SessionTable table = new SessionTable(readConfig(in));
+    int count = in.getInt();
+    if (count < 0) {
+      throw new SnapshotFormatException("negative session count " + count);
+    }
+    long previousId = Long.MIN_VALUE;
+    for (int i = 0; i < count; i++) {
+      Session s = readSession(in, i);
+      if (i > 0 && s.clientId <= previousId) {
+        throw new SnapshotFormatException(
+            "session " + i + ": client ids not ascending (" + previousId + ", " + s.clientId + ")");
+      }
+      if (s.name != null && table.clientIdOf(s.name) != -1) {
+        throw new SnapshotFormatException("session " + i + ": duplicate name \"" + s.name + "\"");
+      }
+      previousId = s.clientId;
+      table.add(s);
+    }
+    in.verifyChecksum();
+    return table;
+  }
+
+  private static SessionTableConfig readConfig(SnapshotDecoder in) throws IOException {
+    int window = in.getInt();
+    int maxSessions = in.getInt();
+    long maxTtlMs = in.getLong();
+    int maxNameLength = in.getInt();
+    try {
+      return new SessionTableConfig(window, maxSessions, maxTtlMs, maxNameLength);
+    } catch (IllegalArgumentException e) {
+      throw new SnapshotFormatException("bad table bounds: " + e.getMessage(), e);
+    }
+  }
+
+  private static Session readSession(SnapshotDecoder in, int index) throws IOException {
+    long clientId = in.getLong();
+    long epoch = in.getLong();
+    long secretHi = in.getLong();
+    long secretLo = in.getLong();
+    long ttlMs = in.getLong();
+    long lastActiveMs = in.getLong();
+    long lowWater = in.getLong();
+    long nextSeq = in.getLong();
+    String where = "session " + index + " (client " + clientId + ")";
+    check(epoch >= 0, where, "negative epoch " + epoch);
+    check(
+        ttlMs >= 1 && ttlMs <= SessionTableConfig.MAX_TTL_LIMIT_MS,
+        where,
+        "TTL out of range " + ttlMs);
+    check(
+        lastActiveMs >= 0 && lastActiveMs <= SessionTable.MAX_TIME_MS,
+        where,
+        "last activity out of range " + lastActiveMs);
+    check(
+        lowWater >= 1 && nextSeq >= lowWater && nextSeq - lowWater <= SessionTableConfig.MAX_WINDOW,
+        where,
+        "bad sequence range [" + lowWater + ", " + nextSeq + ")");
+    byte[] nameBytes = in.getBytes(SessionTableConfig.MAX_NAME_LENGTH_LIMIT * 4, where + " name");
+    String name = nameBytes == null ? null : new String(nameBytes, StandardCharsets.UTF_8);
+    check(name == null || !name.isEmpty(), where, "empty name");
+    Session s = new Session(clientId, name, secretHi, secretLo, ttlMs, epoch, lastActiveMs);
+    s.lowWater = lowWater;
+    s.nextSeq = lowWater;
+    for (long seq = lowWater; seq < nextSeq; seq++) {
+      byte[] response = in.getBytes(SessionTable.MAX_RESPONSE_BYTES, where + " response " + seq);
+      check(response != null, where, "missing response " + seq);
+      s.append(response);
+    }
+    return s;
+  }
+
+  private static void check(boolean ok, String where, String what) throws SnapshotFormatException {
+    if (!ok) {
+      throw new SnapshotFormatException(where + ": " + what);
+    }
+  }
+}

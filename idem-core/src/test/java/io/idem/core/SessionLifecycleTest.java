@@ -1,0 +1,158 @@
+package io.idem.core;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/** Registration, resume by name, keep-alive, close, expiry and the session bound. */
+class SessionLifecycleTest {
+  private final SessionTable table =
+      new SessionTable(SessionTableConfig.builder().maxSessions(3).maxNameLength(8).build());
+
+  @Test
+  void registerStartsAtEpochZeroAndSequenceOne() {
+    assertThat(table.register(10, 1, 2, null, 500, 0))
+        .isEqualTo(new Registration.Granted(10, 0, 1));
+    assertThat(table.authenticate(10, 1, 2)).isTrue();
+    assertThat(table.authenticate(10, 1, 3)).isFalse();
+    assertThat(table.authenticate(11, 1, 2)).isFalse();
+  }
+
+  @Test
+  void tooManySessionsAtTheBound() {
+    for (long id = 1; id <= 3; id++) {
+      assertThat(table.register(id, 0, 0, null, 500, 0)).isInstanceOf(Registration.Granted.class);
+    }
+    assertThat(table.register(4, 0, 0, null, 500, 0))
+        .isEqualTo(new Registration.Refused(RejectCode.TOO_MANY_SESSIONS));
+    assertThat(table.close(2, 0, 0)).isEmpty();
+    assertThat(table.register(5, 0, 0, null, 500, 0)).isInstanceOf(Registration.Granted.class);
+  }
+
+  @Test
+  void registrationExpiresDueSessionsBeforeCountingThem() {
+    for (long id = 1; id <= 3; id++) {
+      table.register(id, 0, 0, null, 500, 0);
+    }
+    assertThat(table.register(4, 0, 0, null, 500, 501)).isInstanceOf(Registration.Granted.class);
+    assertThat(table.size()).isEqualTo(1);
+  }
+
+  @Test
+  void badTtlOrNameIsInvalid() {
+    SessionTableConfig c = table.config();
+    assertThat(table.register(1, 0, 0, null, 0, 0))
+        .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
+    assertThat(table.register(1, 0, 0, null, c.maxTtlMs() + 1, 0))
+        .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
+    assertThat(table.register(1, 0, 0, null, c.maxTtlMs(), 0))
+        .isInstanceOf(Registration.Granted.class);
+    assertThat(table.register(2, 0, 0, "", 500, 0))
+        .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
+    assertThat(table.register(2, 0, 0, "123456789", 500, 0))
+        .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
+    assertThat(table.register(2, 0, 0, "\uD800", 500, 0))
+        .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
+    assertThat(table.register(2, 0, 0, "12345678", 500, 0))
+        .isInstanceOf(Registration.Granted.class);
+  }
+
+  @Test
+  void reusedClientIdOrBadTimeIsACallerBug() {
+    table.register(1, 0, 0, null, 500, 0);
+    assertThatThrownBy(() -> table.register(1, 0, 0, null, 500, 0))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("already in use");
+    assertThatThrownBy(() -> table.expire(-1)).isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
+  void nameIsExclusiveWhileItsSessionLives() {
+    table.register(1, 0, 0, "svc", 500, 0);
+    assertThat(table.register(2, 0, 0, "svc", 500, 100))
+        .isEqualTo(new Registration.Refused(RejectCode.NAME_IN_USE));
+    assertThat(table.register(3, 0, 0, "svc", 500, 501)).isInstanceOf(Registration.Granted.class);
+    assertThat(table.clientIdOf("svc")).isEqualTo(3);
+  }
+
+  @Test
+  void resumeBumpsEpochKeepsResponsesAndFencesTheOldInstance() {
+    table.register(1, 11, 22, "svc", 500, 0);
+    assertThat(table.admit(1, 0, 1, 1, 0)).isSameAs(Admission.NEW);
+    table.record(1, 1, 1, 0, new byte[] {42});
+
+    Registration r = table.resume("svc", 11, 22, 100);
+    assertThat(r).isEqualTo(new Registration.Granted(1, 1, 2));
+    assertThat(((Admission.Duplicate) table.admit(1, 1, 1, 1, 100)).response()).containsExactly(42);
+    assertThat(table.admit(1, 0, 2, 1, 100)).isEqualTo(Admission.rejected(RejectCode.FENCED));
+    assertThat(table.keepAlive(1, 0, 1, 100)).contains(RejectCode.FENCED);
+    assertThat(table.close(1, 0, 100)).contains(RejectCode.FENCED);
+    // Resume counted as activity.
+    assertThat(table.admit(1, 1, 2, 1, 600)).isSameAs(Admission.NEW);
+  }
+
+  @Test
+  void resumeRefusesWrongSecretUnknownNameAndExpiredSession() {
+    table.register(1, 11, 22, "svc", 500, 0);
+    assertThat(table.resume("svc", 11, 23, 0))
+        .isEqualTo(new Registration.Refused(RejectCode.UNAUTHENTICATED));
+    assertThat(table.resume("other", 11, 22, 0))
+        .isEqualTo(new Registration.Refused(RejectCode.SESSION_EXPIRED));
+    assertThat(table.resume(null, 11, 22, 0))
+        .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
+    assertThat(table.resume("svc", 11, 22, 501))
+        .isEqualTo(new Registration.Refused(RejectCode.SESSION_EXPIRED));
+    assertThat(table.session(1)).isEmpty();
+  }
+
+  @Test
+  void keepAliveExtendsTheSession() {
+    table.register(1, 0, 0, null, 500, 0);
+    assertThat(table.keepAlive(1, 0, 1, 400)).isEmpty();
+    assertThat(table.expire(900)).isZero();
+    assertThat(table.expire(901)).isEqualTo(1);
+    assertThat(table.keepAlive(1, 0, 1, 901)).contains(RejectCode.SESSION_EXPIRED);
+  }
+
+  @Test
+  void keepAliveRefusesDueSessionBeforeExpireRuns() {
+    table.register(1, 0, 0, null, 500, 0);
+    assertThat(table.keepAlive(1, 0, 1, 501)).contains(RejectCode.SESSION_EXPIRED);
+    assertThat(table.keepAlive(1, 0, -1, 10)).contains(RejectCode.INVALID_ARGUMENT);
+    assertThat(table.keepAlive(1, 1, 1, 10)).contains(RejectCode.INVALID_ARGUMENT);
+  }
+
+  @Test
+  void closeFreesSessionNameAndResponses() {
+    table.register(1, 0, 0, "svc", 500, 0);
+    table.admit(1, 0, 1, 1, 0);
+    table.record(1, 1, 1, 0, new byte[3]);
+    assertThat(table.savedResponses()).isEqualTo(1);
+    assertThat(table.close(1, 0, 10)).isEmpty();
+    assertThat(table.savedResponses()).isZero();
+    assertThat(table.clientIdOf("svc")).isEqualTo(-1);
+    assertThat(table.close(1, 0, 10)).contains(RejectCode.SESSION_EXPIRED);
+    assertThat(table.admit(1, 0, 2, 2, 10))
+        .isEqualTo(Admission.rejected(RejectCode.SESSION_EXPIRED));
+  }
+
+  @Test
+  void expireReportsIdsInAscendingOrderAndKeepsActiveSessions() {
+    SessionTable big = new SessionTable(SessionTableConfig.defaults());
+    for (long id = 100; id > 0; id--) {
+      big.register(id, 0, 0, null, 1_000 + (id % 7), 0);
+    }
+    for (long id = 2; id <= 100; id += 2) {
+      big.keepAlive(id, 0, 1, 500);
+    }
+    List<Long> expired = new ArrayList<>();
+    assertThat(big.expire(1_100, expired::add)).isEqualTo(50);
+    assertThat(expired).isSorted().allMatch(id -> id % 2 == 1);
+    assertThat(big.size()).isEqualTo(50);
+    assertThat(big.expire(1_600)).isEqualTo(50);
+    assertThat(big.size()).isZero();
+  }
+}
