@@ -1,0 +1,168 @@
+package io.idem.core;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Snapshot format version 1: a golden file pins the bytes, and every corruption or truncation of it
+ * is refused with {@link SnapshotFormatException}.
+ *
+ * <p>To regenerate the golden file after a deliberate format change (which must also bump the
+ * version): {@code ./mvnw -pl idem-core test -Dtest=SnapshotFormatTest -Didem.golden.write=true}.
+ */
+class SnapshotFormatTest {
+  private static final Path GOLDEN = Path.of("src/test/resources/snapshots/sessions-v1.bin");
+
+  /** The table the golden file holds: anonymous and named sessions, resumed, trimmed, empty. */
+  static SessionTable goldenTable() {
+    SessionTable t =
+        new SessionTable(
+            SessionTableConfig.builder()
+                .window(8)
+                .maxSessions(100)
+                .maxTtlMs(3_600_000)
+                .maxNameLength(64)
+                .build());
+    t.register(3, 0x0123456789abcdefL, 0xfedcba9876543210L, null, 60_000, 1_000);
+    t.register(5, 1, 2, "billing", 30_000, 1_000);
+    t.register(9, -1, -2, "zähler-✓", 45_000, 2_000);
+    for (long seq = 1; seq <= 3; seq++) {
+      t.admit(3, 0, seq, 2, 2_500);
+      t.record(3, seq, seq == 3 ? 2 : 1, 2_500, ("resp-" + seq).getBytes(StandardCharsets.UTF_8));
+    }
+    t.resume("billing", 1, 2, 3_000);
+    t.resume("billing", 1, 2, 3_100);
+    t.admit(5, 2, 1, 1, 3_200);
+    t.record(5, 1, 1, 3_200, new byte[0]);
+    t.keepAlive(5, 2, 2, 3_300);
+    t.admit(9, 0, 1, 1, 4_000);
+    t.record(9, 1, 1, 4_000, new byte[] {0, 1, 2, (byte) 0xff});
+    return t;
+  }
+
+  private static byte[] bytesOf(SessionTable t) throws IOException {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    t.writeSnapshot(out);
+    return out.toByteArray();
+  }
+
+  private static SessionTable read(byte[] bytes) throws IOException {
+    return SessionTable.readSnapshot(new ByteArrayInputStream(bytes));
+  }
+
+  @Test
+  void writerProducesTheGoldenBytesOfVersion1() throws IOException {
+    byte[] actual = bytesOf(goldenTable());
+    if (Boolean.getBoolean("idem.golden.write")) {
+      Files.write(GOLDEN, actual);
+    }
+    assertThat(actual).isEqualTo(Files.readAllBytes(GOLDEN));
+  }
+
+  @Test
+  void readerRestoresTheGoldenStateExactly() throws IOException {
+    SessionTable t = read(Files.readAllBytes(GOLDEN));
+    assertThat(t.config().window()).isEqualTo(8);
+    assertThat(t.config().maxSessions()).isEqualTo(100);
+    assertThat(t.size()).isEqualTo(3);
+    assertThat(t.session(3).orElseThrow())
+        .isEqualTo(new SessionInfo(3, 0, null, 60_000, 2_500, 4, 2, 2));
+    assertThat(t.session(5).orElseThrow())
+        .isEqualTo(new SessionInfo(5, 2, "billing", 30_000, 3_300, 2, 2, 0));
+    assertThat(t.session(9).orElseThrow())
+        .isEqualTo(new SessionInfo(9, 0, "zähler-✓", 45_000, 4_000, 2, 1, 1));
+    assertThat(((Admission.Duplicate) t.admit(3, 0, 2, 2, 2_500)).response())
+        .asString(StandardCharsets.UTF_8)
+        .isEqualTo("resp-2");
+    assertThat(((Admission.Duplicate) t.admit(9, 0, 1, 1, 4_000)).response())
+        .containsExactly(0, 1, 2, 0xff);
+    assertThat(t.authenticate(3, 0x0123456789abcdefL, 0xfedcba9876543210L)).isTrue();
+    assertThat(t.clientIdOf("zähler-✓")).isEqualTo(9);
+    assertThat(t.digest()).isEqualTo(goldenTable().digest());
+  }
+
+  @Test
+  void everyFlippedByteIsDetected() throws IOException {
+    byte[] golden = Files.readAllBytes(GOLDEN);
+    for (int i = 0; i < golden.length; i++) {
+      for (int bit = 0; bit < 8; bit++) {
+        byte[] bad = golden.clone();
+        bad[i] ^= (byte) (1 << bit);
+        int at = i;
+        assertThatThrownBy(() -> read(bad))
+            .as("flipped bit %d of byte %d", bit, at)
+            .isInstanceOf(SnapshotFormatException.class);
+      }
+    }
+  }
+
+  @Test
+  void everyTruncationIsDetected() throws IOException {
+    byte[] golden = Files.readAllBytes(GOLDEN);
+    for (int len = 0; len < golden.length; len++) {
+      byte[] cut = Arrays.copyOf(golden, len);
+      assertThatThrownBy(() -> read(cut))
+          .as("truncated to %d bytes", len)
+          .isInstanceOf(SnapshotFormatException.class);
+    }
+  }
+
+  @Test
+  void unknownVersionAndWrongMagicAreNamed() throws IOException {
+    byte[] golden = Files.readAllBytes(GOLDEN);
+    byte[] v2 = golden.clone();
+    v2[7] = 2;
+    assertThatThrownBy(() -> read(v2))
+        .isInstanceOf(SnapshotFormatException.class)
+        .hasMessageContaining("unsupported session snapshot version 2");
+    assertThatThrownBy(() -> read("not a snapshot at all".getBytes(StandardCharsets.UTF_8)))
+        .isInstanceOf(SnapshotFormatException.class)
+        .hasMessageContaining("magic");
+  }
+
+  @Test
+  void readerStopsAtTheEndOfTheSnapshot() throws IOException {
+    byte[] golden = Files.readAllBytes(GOLDEN);
+    byte[] followed = Arrays.copyOf(golden, golden.length + 3);
+    followed[golden.length] = 'x';
+    InputStream in = new ByteArrayInputStream(followed);
+    SessionTable.readSnapshot(in);
+    assertThat(in.read()).isEqualTo('x');
+  }
+
+  @Test
+  void largeResponsesRoundTrip() throws IOException {
+    SessionTable t = new SessionTable(SessionTableConfig.defaults());
+    t.register(1, 0, 0, null, 1_000, 0);
+    byte[] big = new byte[200_000];
+    for (int i = 0; i < big.length; i++) {
+      big[i] = (byte) (i * 31);
+    }
+    t.admit(1, 0, 1, 1, 0);
+    t.record(1, 1, 1, 0, big);
+    t.admit(1, 0, 2, 1, 0);
+    t.record(1, 2, 1, 0, new byte[] {7});
+    SessionTable back = read(bytesOf(t));
+    assertThat(((Admission.Duplicate) back.admit(1, 0, 1, 1, 0)).response()).isEqualTo(big);
+    assertThat(back.digest()).isEqualTo(t.digest());
+  }
+
+  @Test
+  void digestDiffersWhenStateDiffers() {
+    SessionTable a = goldenTable();
+    SessionTable b = goldenTable();
+    assertThat(a.digest()).isEqualTo(b.digest());
+    b.keepAlive(3, 0, 2, 2_501);
+    assertThat(a.digest()).isNotEqualTo(b.digest());
+  }
+}
