@@ -17,6 +17,10 @@ final class Session {
   final long secretLo;
   final long ttlMs;
   long epoch;
+
+  /** The client-chosen nonce of the registration or resume that produced the current epoch. */
+  long grantNonce;
+
   long lastActiveMs;
   long nextSeq;
   long lowWater;
@@ -31,8 +35,16 @@ final class Session {
   private byte[][] ring = NO_RESPONSES;
 
   Session(
-      long clientId, String name, long secretHi, long secretLo, long ttlMs, long epoch, long now) {
+      long clientId,
+      String name,
+      long secretHi,
+      long secretLo,
+      long ttlMs,
+      long epoch,
+      long grantNonce,
+      long now) {
     this.clientId = clientId;
+    this.grantNonce = grantNonce;
     this.name = name;
     this.secretHi = secretHi;
     this.secretLo = secretLo;

@@ -65,11 +65,17 @@ public final class SessionTable {
    * Opens a session. Sessions due to expire at {@code now} are expired first, so that their names
    * and places count as free.
    *
+   * <p>Registration is itself retried over lossy networks, so a named registration is idempotent:
+   * if the live session holding {@code name} was granted under the same {@code nonce}, this is a
+   * retry of that registration and its grant is returned again, with the original id and secret.
+   * (An anonymous retry opens a second session; the unused one expires after its TTL.)
+   *
    * @param clientId the session's id: the log index of the registration entry, unique forever
    * @param secretHi high 64 bits of the session's secret (chosen by the leader, carried in the log)
    * @param secretLo low 64 bits of the secret
    * @param name a durable name that a restarted client can {@link #resume}, or {@code null}
    * @param ttlMs how long the session lives without activity, in {@code [1, config.maxTtlMs()]}
+   * @param nonce chosen by the client per registration attempt and kept across its retries
    * @param now log time
    * @return {@link Registration.Granted} with epoch 0 and {@code nextSeq} 1; or refused with {@link
    *     RejectCode#INVALID_ARGUMENT} (TTL or name out of range), {@link RejectCode#NAME_IN_USE}, or
@@ -78,7 +84,7 @@ public final class SessionTable {
    *     range: both are bugs of the caller, not of a client
    */
   public Registration register(
-      long clientId, long secretHi, long secretLo, String name, long ttlMs, long now) {
+      long clientId, long secretHi, long secretLo, String name, long ttlMs, long nonce, long now) {
     checkTime(now);
     if (ttlMs < 1 || ttlMs > config.maxTtlMs() || !validName(name)) {
       return new Registration.Refused(RejectCode.INVALID_ARGUMENT);
@@ -87,14 +93,20 @@ public final class SessionTable {
     if (sessions.get(clientId) != null) {
       throw new IllegalArgumentException("client id " + clientId + " is already in use");
     }
-    if (name != null && byName.containsKey(name)) {
+    Session holder = name == null ? null : byName.get(name);
+    if (holder != null) {
+      if (holder.grantNonce == nonce) {
+        holder.touch(now);
+        return granted(holder);
+      }
       return new Registration.Refused(RejectCode.NAME_IN_USE);
     }
     if (sessions.size() >= config.maxSessions()) {
       return new Registration.Refused(RejectCode.TOO_MANY_SESSIONS);
     }
-    add(new Session(clientId, name, secretHi, secretLo, ttlMs, 0, now));
-    return new Registration.Granted(clientId, 0, 1);
+    Session s = new Session(clientId, name, secretHi, secretLo, ttlMs, 0, nonce, now);
+    add(s);
+    return granted(s);
   }
 
   /**
@@ -108,7 +120,7 @@ public final class SessionTable {
    *     RejectCode#UNAUTHENTICATED} (wrong secret) or {@link RejectCode#INVALID_ARGUMENT} (bad
    *     name)
    */
-  public Registration resume(String name, long secretHi, long secretLo, long now) {
+  public Registration resume(String name, long secretHi, long secretLo, long nonce, long now) {
     checkTime(now);
     if (name == null || !validName(name)) {
       return new Registration.Refused(RejectCode.INVALID_ARGUMENT);
@@ -121,9 +133,12 @@ public final class SessionTable {
     if (s.secretHi != secretHi || s.secretLo != secretLo) {
       return new Registration.Refused(RejectCode.UNAUTHENTICATED);
     }
-    s.epoch++;
+    if (s.grantNonce != nonce) {
+      s.epoch++;
+      s.grantNonce = nonce;
+    }
     s.touch(now);
-    return new Registration.Granted(s.clientId, s.epoch, s.nextSeq);
+    return granted(s);
   }
 
   /**
@@ -402,6 +417,10 @@ public final class SessionTable {
   }
 
   // ---- internals ----
+
+  private static Registration.Granted granted(Session s) {
+    return new Registration.Granted(s.clientId, s.epoch, s.nextSeq, s.secretHi, s.secretLo);
+  }
 
   private void remove(Session s) {
     sessions.remove(s.clientId);

@@ -13,8 +13,8 @@ import java.nio.charset.StandardCharsets;
  * int   window, int maxSessions, long maxTtlMs, int maxNameLength     (the bounds: replicated state)
  * int   sessionCount
  * sessionCount times, in ascending clientId:
- *   long clientId, long epoch, long secretHi, long secretLo, long ttlMs, long lastActiveMs,
- *   long lowWater, long nextSeq,
+ *   long clientId, long epoch, long grantNonce, long secretHi, long secretLo, long ttlMs,
+ *   long lastActiveMs, long lowWater, long nextSeq,
  *   int nameLength (-1: anonymous), nameLength bytes of UTF-8,
  *   (nextSeq - lowWater) times: int responseLength, responseLength bytes   (for lowWater..nextSeq-1)
  * int   CRC32C of every byte above
@@ -46,6 +46,7 @@ final class SnapshotCodec {
       Session s = table.get(id);
       out.putLong(s.clientId);
       out.putLong(s.epoch);
+      out.putLong(s.grantNonce);
       out.putLong(s.secretHi);
       out.putLong(s.secretLo);
       out.putLong(s.ttlMs);
@@ -109,6 +110,7 @@ final class SnapshotCodec {
   private static Session readSession(SnapshotDecoder in, int index) throws IOException {
     long clientId = in.getLong();
     long epoch = in.getLong();
+    long grantNonce = in.getLong();
     long secretHi = in.getLong();
     long secretLo = in.getLong();
     long ttlMs = in.getLong();
@@ -132,7 +134,8 @@ final class SnapshotCodec {
     byte[] nameBytes = in.getBytes(SessionTableConfig.MAX_NAME_LENGTH_LIMIT * 4, where + " name");
     String name = nameBytes == null ? null : new String(nameBytes, StandardCharsets.UTF_8);
     check(name == null || !name.isEmpty(), where, "empty name");
-    Session s = new Session(clientId, name, secretHi, secretLo, ttlMs, epoch, lastActiveMs);
+    Session s =
+        new Session(clientId, name, secretHi, secretLo, ttlMs, epoch, grantNonce, lastActiveMs);
     s.lowWater = lowWater;
     s.nextSeq = lowWater;
     for (long seq = lowWater; seq < nextSeq; seq++) {

@@ -15,8 +15,8 @@ class AdmissionRulesTest {
       new SessionTable(SessionTableConfig.builder().window(4).build());
 
   AdmissionRulesTest() {
-    assertThat(table.register(ID, 1, 2, null, TTL, 0))
-        .isEqualTo(new Registration.Granted(ID, 0, 1));
+    assertThat(table.register(ID, 1, 2, null, TTL, ID, 0))
+        .isEqualTo(new Registration.Granted(ID, 0, 1, 1, 2));
   }
 
   private static byte[] resp(long seq) {
@@ -61,8 +61,8 @@ class AdmissionRulesTest {
 
   @Test
   void olderEpochIsFencedAndNewerEpochIsInvalid() {
-    table.register(8, 5, 6, "svc", TTL, 0);
-    assertThat(table.resume("svc", 5, 6, 1)).isEqualTo(new Registration.Granted(8, 1, 1));
+    table.register(8, 5, 6, "svc", TTL, 8, 0);
+    assertThat(table.resume("svc", 5, 6, 31, 1)).isEqualTo(new Registration.Granted(8, 1, 1, 5, 6));
     assertThat(table.admit(8, 0, 1, 1, 1)).isEqualTo(rejected(RejectCode.FENCED));
     assertThat(table.admit(8, 1, 1, 1, 1)).isSameAs(Admission.NEW);
     assertThat(table.admit(8, 2, 1, 1, 1)).isEqualTo(rejected(RejectCode.INVALID_ARGUMENT));

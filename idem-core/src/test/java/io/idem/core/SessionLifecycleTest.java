@@ -14,8 +14,8 @@ class SessionLifecycleTest {
 
   @Test
   void registerStartsAtEpochZeroAndSequenceOne() {
-    assertThat(table.register(10, 1, 2, null, 500, 0))
-        .isEqualTo(new Registration.Granted(10, 0, 1));
+    assertThat(table.register(10, 1, 2, null, 500, 10, 0))
+        .isEqualTo(new Registration.Granted(10, 0, 1, 1, 2));
     assertThat(table.authenticate(10, 1, 2)).isTrue();
     assertThat(table.authenticate(10, 1, 3)).isFalse();
     assertThat(table.authenticate(11, 1, 2)).isFalse();
@@ -24,46 +24,47 @@ class SessionLifecycleTest {
   @Test
   void tooManySessionsAtTheBound() {
     for (long id = 1; id <= 3; id++) {
-      assertThat(table.register(id, 0, 0, null, 500, 0)).isInstanceOf(Registration.Granted.class);
+      assertThat(table.register(id, 0, 0, null, 500, id, 0))
+          .isInstanceOf(Registration.Granted.class);
     }
-    assertThat(table.register(4, 0, 0, null, 500, 0))
+    assertThat(table.register(4, 0, 0, null, 500, 4, 0))
         .isEqualTo(new Registration.Refused(RejectCode.TOO_MANY_SESSIONS));
     assertThat(table.close(2, 0, 0)).isEmpty();
-    assertThat(table.register(5, 0, 0, null, 500, 0)).isInstanceOf(Registration.Granted.class);
+    assertThat(table.register(5, 0, 0, null, 500, 5, 0)).isInstanceOf(Registration.Granted.class);
   }
 
   @Test
   void registrationExpiresDueSessionsBeforeCountingThem() {
     for (long id = 1; id <= 3; id++) {
-      table.register(id, 0, 0, null, 500, 0);
+      table.register(id, 0, 0, null, 500, id, 0);
     }
-    assertThat(table.register(4, 0, 0, null, 500, 501)).isInstanceOf(Registration.Granted.class);
+    assertThat(table.register(4, 0, 0, null, 500, 4, 501)).isInstanceOf(Registration.Granted.class);
     assertThat(table.size()).isEqualTo(1);
   }
 
   @Test
   void badTtlOrNameIsInvalid() {
     SessionTableConfig c = table.config();
-    assertThat(table.register(1, 0, 0, null, 0, 0))
+    assertThat(table.register(1, 0, 0, null, 0, 1, 0))
         .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
-    assertThat(table.register(1, 0, 0, null, c.maxTtlMs() + 1, 0))
+    assertThat(table.register(1, 0, 0, null, c.maxTtlMs() + 1, 1, 0))
         .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
-    assertThat(table.register(1, 0, 0, null, c.maxTtlMs(), 0))
+    assertThat(table.register(1, 0, 0, null, c.maxTtlMs(), 1, 0))
         .isInstanceOf(Registration.Granted.class);
-    assertThat(table.register(2, 0, 0, "", 500, 0))
+    assertThat(table.register(2, 0, 0, "", 500, 2, 0))
         .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
-    assertThat(table.register(2, 0, 0, "123456789", 500, 0))
+    assertThat(table.register(2, 0, 0, "123456789", 500, 2, 0))
         .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
-    assertThat(table.register(2, 0, 0, "\uD800", 500, 0))
+    assertThat(table.register(2, 0, 0, "\uD800", 500, 2, 0))
         .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
-    assertThat(table.register(2, 0, 0, "12345678", 500, 0))
+    assertThat(table.register(2, 0, 0, "12345678", 500, 2, 0))
         .isInstanceOf(Registration.Granted.class);
   }
 
   @Test
   void reusedClientIdOrBadTimeIsACallerBug() {
-    table.register(1, 0, 0, null, 500, 0);
-    assertThatThrownBy(() -> table.register(1, 0, 0, null, 500, 0))
+    table.register(1, 0, 0, null, 500, 1, 0);
+    assertThatThrownBy(() -> table.register(1, 0, 0, null, 500, 1, 0))
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("already in use");
     assertThatThrownBy(() -> table.expire(-1)).isInstanceOf(IllegalArgumentException.class);
@@ -71,21 +72,22 @@ class SessionLifecycleTest {
 
   @Test
   void nameIsExclusiveWhileItsSessionLives() {
-    table.register(1, 0, 0, "svc", 500, 0);
-    assertThat(table.register(2, 0, 0, "svc", 500, 100))
+    table.register(1, 0, 0, "svc", 500, 1, 0);
+    assertThat(table.register(2, 0, 0, "svc", 500, 2, 100))
         .isEqualTo(new Registration.Refused(RejectCode.NAME_IN_USE));
-    assertThat(table.register(3, 0, 0, "svc", 500, 501)).isInstanceOf(Registration.Granted.class);
+    assertThat(table.register(3, 0, 0, "svc", 500, 3, 501))
+        .isInstanceOf(Registration.Granted.class);
     assertThat(table.clientIdOf("svc")).isEqualTo(3);
   }
 
   @Test
   void resumeBumpsEpochKeepsResponsesAndFencesTheOldInstance() {
-    table.register(1, 11, 22, "svc", 500, 0);
+    table.register(1, 11, 22, "svc", 500, 1, 0);
     assertThat(table.admit(1, 0, 1, 1, 0)).isSameAs(Admission.NEW);
     table.record(1, 1, 1, 0, new byte[] {42});
 
-    Registration r = table.resume("svc", 11, 22, 100);
-    assertThat(r).isEqualTo(new Registration.Granted(1, 1, 2));
+    Registration r = table.resume("svc", 11, 22, 31, 100);
+    assertThat(r).isEqualTo(new Registration.Granted(1, 1, 2, 11, 22));
     assertThat(((Admission.Duplicate) table.admit(1, 1, 1, 1, 100)).response()).containsExactly(42);
     assertThat(table.admit(1, 0, 2, 1, 100)).isEqualTo(Admission.rejected(RejectCode.FENCED));
     assertThat(table.keepAlive(1, 0, 1, 100)).contains(RejectCode.FENCED);
@@ -95,22 +97,47 @@ class SessionLifecycleTest {
   }
 
   @Test
+  void retriedNamedRegistrationGetsTheOriginalGrant() {
+    assertThat(table.register(1, 11, 22, "svc", 500, 9, 0))
+        .isEqualTo(new Registration.Granted(1, 0, 1, 11, 22));
+    // The retry reached the log as a new entry with its own index and secret.
+    assertThat(table.register(2, 33, 44, "svc", 500, 9, 10))
+        .isEqualTo(new Registration.Granted(1, 0, 1, 11, 22));
+    assertThat(table.register(3, 33, 44, "svc", 500, 8, 10))
+        .isEqualTo(new Registration.Refused(RejectCode.NAME_IN_USE));
+    assertThat(table.size()).isEqualTo(1);
+  }
+
+  @Test
+  void retriedResumeDoesNotBumpTheEpochTwice() {
+    table.register(1, 11, 22, "svc", 500, 9, 0);
+    Registration first = table.resume("svc", 11, 22, 70, 10);
+    assertThat(first).isEqualTo(new Registration.Granted(1, 1, 1, 11, 22));
+    assertThat(table.resume("svc", 11, 22, 70, 20)).isEqualTo(first);
+    assertThat(table.admit(1, 1, 1, 1, 20)).isSameAs(Admission.NEW);
+    // Another instance (another nonce) takes over and fences the first.
+    assertThat(table.resume("svc", 11, 22, 71, 30))
+        .isEqualTo(new Registration.Granted(1, 2, 1, 11, 22));
+    assertThat(table.admit(1, 1, 1, 1, 30)).isEqualTo(Admission.rejected(RejectCode.FENCED));
+  }
+
+  @Test
   void resumeRefusesWrongSecretUnknownNameAndExpiredSession() {
-    table.register(1, 11, 22, "svc", 500, 0);
-    assertThat(table.resume("svc", 11, 23, 0))
+    table.register(1, 11, 22, "svc", 500, 1, 0);
+    assertThat(table.resume("svc", 11, 23, 32, 0))
         .isEqualTo(new Registration.Refused(RejectCode.UNAUTHENTICATED));
-    assertThat(table.resume("other", 11, 22, 0))
+    assertThat(table.resume("other", 11, 22, 33, 0))
         .isEqualTo(new Registration.Refused(RejectCode.SESSION_EXPIRED));
-    assertThat(table.resume(null, 11, 22, 0))
+    assertThat(table.resume(null, 11, 22, 34, 0))
         .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
-    assertThat(table.resume("svc", 11, 22, 501))
+    assertThat(table.resume("svc", 11, 22, 35, 501))
         .isEqualTo(new Registration.Refused(RejectCode.SESSION_EXPIRED));
     assertThat(table.session(1)).isEmpty();
   }
 
   @Test
   void keepAliveExtendsTheSession() {
-    table.register(1, 0, 0, null, 500, 0);
+    table.register(1, 0, 0, null, 500, 1, 0);
     assertThat(table.keepAlive(1, 0, 1, 400)).isEmpty();
     assertThat(table.expire(900)).isZero();
     assertThat(table.expire(901)).isEqualTo(1);
@@ -119,7 +146,7 @@ class SessionLifecycleTest {
 
   @Test
   void keepAliveRefusesDueSessionBeforeExpireRuns() {
-    table.register(1, 0, 0, null, 500, 0);
+    table.register(1, 0, 0, null, 500, 1, 0);
     assertThat(table.keepAlive(1, 0, 1, 501)).contains(RejectCode.SESSION_EXPIRED);
     assertThat(table.keepAlive(1, 0, -1, 10)).contains(RejectCode.INVALID_ARGUMENT);
     assertThat(table.keepAlive(1, 1, 1, 10)).contains(RejectCode.INVALID_ARGUMENT);
@@ -127,7 +154,7 @@ class SessionLifecycleTest {
 
   @Test
   void closeFreesSessionNameAndResponses() {
-    table.register(1, 0, 0, "svc", 500, 0);
+    table.register(1, 0, 0, "svc", 500, 1, 0);
     table.admit(1, 0, 1, 1, 0);
     table.record(1, 1, 1, 0, new byte[3]);
     assertThat(table.savedResponses()).isEqualTo(1);
@@ -143,7 +170,7 @@ class SessionLifecycleTest {
   void expireReportsIdsInAscendingOrderAndKeepsActiveSessions() {
     SessionTable big = new SessionTable(SessionTableConfig.defaults());
     for (long id = 100; id > 0; id--) {
-      big.register(id, 0, 0, null, 1_000 + (id % 7), 0);
+      big.register(id, 0, 0, null, 1_000 + (id % 7), id, 0);
     }
     for (long id = 2; id <= 100; id += 2) {
       big.keepAlive(id, 0, 1, 500);

@@ -18,7 +18,8 @@ import org.junit.jupiter.api.Test;
  * is refused with {@link SnapshotFormatException}.
  *
  * <p>To regenerate the golden file after a deliberate format change (which must also bump the
- * version): {@code ./mvnw -pl idem-core test -Dtest=SnapshotFormatTest -Didem.golden.write=true}.
+ * version): {@code ./mvnw -pl idem-core test
+ * -Dtest=SnapshotFormatTest#writerProducesTheGoldenBytesOfVersion1 -Didem.golden.write=true}.
  */
 class SnapshotFormatTest {
   private static final Path GOLDEN = Path.of("src/test/resources/snapshots/sessions-v1.bin");
@@ -33,15 +34,15 @@ class SnapshotFormatTest {
                 .maxTtlMs(3_600_000)
                 .maxNameLength(64)
                 .build());
-    t.register(3, 0x0123456789abcdefL, 0xfedcba9876543210L, null, 60_000, 1_000);
-    t.register(5, 1, 2, "billing", 30_000, 1_000);
-    t.register(9, -1, -2, "zähler-✓", 45_000, 2_000);
+    t.register(3, 0x0123456789abcdefL, 0xfedcba9876543210L, null, 60_000, 3, 1_000);
+    t.register(5, 1, 2, "billing", 30_000, 5, 1_000);
+    t.register(9, -1, -2, "zähler-✓", 45_000, 9, 2_000);
     for (long seq = 1; seq <= 3; seq++) {
       t.admit(3, 0, seq, 2, 2_500);
       t.record(3, seq, seq == 3 ? 2 : 1, 2_500, ("resp-" + seq).getBytes(StandardCharsets.UTF_8));
     }
-    t.resume("billing", 1, 2, 3_000);
-    t.resume("billing", 1, 2, 3_100);
+    t.resume("billing", 1, 2, 31, 3_000);
+    t.resume("billing", 1, 2, 32, 3_100);
     t.admit(5, 2, 1, 1, 3_200);
     t.record(5, 1, 1, 3_200, new byte[0]);
     t.keepAlive(5, 2, 2, 3_300);
@@ -143,7 +144,7 @@ class SnapshotFormatTest {
   @Test
   void largeResponsesRoundTrip() throws IOException {
     SessionTable t = new SessionTable(SessionTableConfig.defaults());
-    t.register(1, 0, 0, null, 1_000, 0);
+    t.register(1, 0, 0, null, 1_000, 1, 0);
     byte[] big = new byte[200_000];
     for (int i = 0; i < big.length; i++) {
       big[i] = (byte) (i * 31);
