@@ -20,6 +20,13 @@ final class ExpiryHeap {
     return size;
   }
 
+  /** Grows the array once so that {@code expected} sessions fit. */
+  void ensureCapacity(int expected) {
+    if (expected > heap.length) {
+      heap = Arrays.copyOf(heap, expected);
+    }
+  }
+
   /** The session with the smallest key, or {@code null}. */
   Session peek() {
     return size == 0 ? null : heap[0];

@@ -21,6 +21,14 @@ final class SessionIndex {
     return size;
   }
 
+  /** Grows the table once so that {@code expected} sessions fit without further resizing. */
+  void ensureCapacity(int expected) {
+    long needed = Math.max(MIN_CAPACITY, Long.highestOneBit(Math.max(1, expected * 2L - 1)) << 1);
+    if (needed > slots.length && needed <= 1 << 30) {
+      resize((int) needed);
+    }
+  }
+
   Session get(long clientId) {
     Session[] t = slots;
     int mask = t.length - 1;

@@ -398,6 +398,12 @@ public final class SessionTable {
 
   // ---- package-private access for the snapshot codec ----
 
+  /** Sizes the internal tables for {@code expected} sessions, before a bulk load. */
+  void ensureCapacity(int expected) {
+    sessions.ensureCapacity(expected);
+    expiry.ensureCapacity(expected);
+  }
+
   long[] sortedIds() {
     return sessions.sortedIds();
   }

@@ -78,6 +78,9 @@ final class SnapshotCodec {
     if (count < 0) {
       throw new SnapshotFormatException("negative session count " + count);
     }
+    // Trust the count for pre-sizing only up to what the input can plausibly back; a corrupt
+    // count must not make us allocate gigabytes before the checksum catches it.
+    table.ensureCapacity(Math.min(count, 1 << 20));
     long previousId = Long.MIN_VALUE;
     for (int i = 0; i < count; i++) {
       Session s = readSession(in, i);
@@ -107,7 +110,11 @@ final class SnapshotCodec {
     }
   }
 
+  /** The fixed-size start of a session record: nine longs and the name's length. */
+  private static final int SESSION_HEADER_BYTES = 9 * Long.BYTES + Integer.BYTES;
+
   private static Session readSession(SnapshotDecoder in, int index) throws IOException {
+    in.prefetch(SESSION_HEADER_BYTES);
     long clientId = in.getLong();
     long epoch = in.getLong();
     long grantNonce = in.getLong();
