@@ -1,0 +1,226 @@
+package io.idem.server;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.google.protobuf.ByteString;
+import io.idem.core.SessionTableConfig;
+import io.idem.proto.Append;
+import io.idem.proto.Code;
+import io.idem.proto.Command;
+import io.idem.proto.CompareAndSet;
+import io.idem.proto.EntryResult;
+import io.idem.proto.GrantLease;
+import io.idem.proto.Increment;
+import io.idem.proto.LogEntry;
+import io.idem.proto.Operation;
+import io.idem.proto.Put;
+import io.idem.proto.RegisterCmd;
+import io.idem.proto.RegisterReply;
+import io.idem.proto.RegisterRequest;
+import io.idem.proto.RevokeLease;
+import io.idem.proto.ServerFrame;
+import io.idem.proto.SessionCmd;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import org.junit.jupiter.api.Test;
+
+/** The deterministic apply function, without Ratis. */
+class ReplicatedStateTest {
+  private final ReplicatedState state =
+      new ReplicatedState(SessionTableConfig.defaults(), Limits.DEFAULTS);
+  private long index;
+  private long time = 1_000;
+
+  private EntryResult apply(long term, Command... commands) {
+    LogEntry.Builder e =
+        LogEntry.newBuilder()
+            .setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION)
+            .setLeaderTimeMs(time);
+    for (Command c : commands) {
+      e.addCommands(c);
+    }
+    return state.apply(++index, term, e.build());
+  }
+
+  private RegisterReply register(String name) {
+    Command c =
+        Command.newBuilder()
+            .setRegister(
+                RegisterCmd.newBuilder()
+                    .setRequest(
+                        RegisterRequest.newBuilder().setName(name).setTtlMs(10_000).setNonce(7))
+                    .setSecretHi(1)
+                    .setSecretLo(2))
+            .build();
+    return apply(1, c).getResults(0).getRegistration();
+  }
+
+  private static Command op(RegisterReply s, long seq, Operation op) {
+    return Command.newBuilder()
+        .setSession(
+            SessionCmd.newBuilder()
+                .setClientId(s.getClientId())
+                .setEpoch(s.getEpoch())
+                .setSeq(seq)
+                .setAck(seq)
+                .setOp(op))
+        .build();
+  }
+
+  private ServerFrame send(RegisterReply s, long seq, Operation op) {
+    return apply(1, op(s, seq, op)).getResults(0).getFrame();
+  }
+
+  private static Operation grant(String name) {
+    return Operation.newBuilder()
+        .setGrantLease(GrantLease.newBuilder().setName(name).setTtlMs(5_000))
+        .build();
+  }
+
+  private static Operation incr(String key) {
+    return Operation.newBuilder()
+        .setIncrement(Increment.newBuilder().setKey(key).setDelta(1))
+        .build();
+  }
+
+  @Test
+  void retriedGrantLeaseGetsTheOriginalSuccessAndAnotherClientGetsDuplicateLease() {
+    RegisterReply a = register("a");
+    RegisterReply b = register("b");
+    ServerFrame first = send(a, 1, grant("lock"));
+    assertThat(first.getResult().getCode()).isEqualTo(Code.OK);
+    ServerFrame retry = send(a, 1, grant("lock"));
+    assertThat(retry.getDuplicate()).isTrue();
+    assertThat(retry.getResult()).isEqualTo(first.getResult());
+    assertThat(send(b, 1, grant("lock")).getResult().getCode()).isEqualTo(Code.DUPLICATE_LEASE);
+    assertThat(state.duplicatesSuppressed).isEqualTo(1);
+  }
+
+  @Test
+  void registrationsInOneEntryGetDistinctIds() {
+    Command r =
+        Command.newBuilder()
+            .setRegister(
+                RegisterCmd.newBuilder().setRequest(RegisterRequest.newBuilder().setTtlMs(10_000)))
+            .build();
+    EntryResult result = apply(1, r, r, r);
+    assertThat(result.getResultsList())
+        .extracting(c -> c.getRegistration().getClientId())
+        .doesNotHaveDuplicates()
+        .containsExactly(4096L, 4097L, 4098L);
+  }
+
+  @Test
+  void incrementAppendCasAndTypes() {
+    RegisterReply a = register("a");
+    assertThat(send(a, 1, incr("n")).getResult().getNumber()).isEqualTo(1);
+    assertThat(send(a, 2, incr("n")).getResult().getNumber()).isEqualTo(2);
+    Operation app =
+        Operation.newBuilder()
+            .setAppend(Append.newBuilder().setKey("n").setValue(ByteString.copyFromUtf8("x")))
+            .build();
+    assertThat(send(a, 3, app).getResult().getCode()).isEqualTo(Code.WRONG_TYPE);
+    Operation cas =
+        Operation.newBuilder()
+            .setCompareAndSet(
+                CompareAndSet.newBuilder()
+                    .setKey("c")
+                    .setExpectedVersion(0)
+                    .setValue(ByteString.copyFromUtf8("v")))
+            .build();
+    assertThat(send(a, 4, cas).getResult().getVersion()).isEqualTo(1);
+    Operation casAgain = cas.toBuilder().setCompareAndSet(cas.getCompareAndSet()).build();
+    assertThat(send(a, 5, casAgain).getResult().getCode()).isEqualTo(Code.CAS_MISMATCH);
+    assertThat(state.get("n").getValue().toStringUtf8()).isEqualTo("2");
+  }
+
+  @Test
+  void leaseKeysVanishOnRevokeAndOnExpiryAndGraceFollowsANewTerm() {
+    RegisterReply a = register("a");
+    send(a, 1, grant("L"));
+    Operation put =
+        Operation.newBuilder()
+            .setPut(
+                Put.newBuilder().setKey("k").setValue(ByteString.copyFromUtf8("v")).setLease("L"))
+            .build();
+    assertThat(send(a, 2, put).getResult().getCode()).isEqualTo(Code.OK);
+    time += 4_000;
+    apply(2); // a tick of a new leader: the lease gets its TTL again from now
+    time += 4_000;
+    apply(2);
+    assertThat(state.get("k").getFound()).isTrue();
+    time += 1_001;
+    apply(2);
+    assertThat(state.get("k").getFound()).isFalse();
+    send(a, 3, grant("M"));
+    send(a, 4, put.toBuilder().setPut(put.getPut().toBuilder().setLease("M")).build());
+    Operation revoke =
+        Operation.newBuilder().setRevokeLease(RevokeLease.newBuilder().setName("M")).build();
+    assertThat(send(a, 5, revoke).getResult().getCode()).isEqualTo(Code.OK);
+    assertThat(state.get("k").getFound()).isFalse();
+  }
+
+  @Test
+  void oversizeValueIsAnInvalidArgumentAnswerAndConsumesTheNumber() {
+    RegisterReply a = register("a");
+    Operation big =
+        Operation.newBuilder()
+            .setPut(
+                Put.newBuilder()
+                    .setKey("k")
+                    .setValue(ByteString.copyFrom(new byte[Limits.DEFAULT_MAX_VALUE_BYTES + 1])))
+            .build();
+    ServerFrame f = send(a, 1, big);
+    assertThat(f.getResult().getCode()).isEqualTo(Code.INVALID_ARGUMENT);
+    assertThat(f.getResult().getMessage()).contains("limit");
+    assertThat(send(a, 2, incr("n")).getResult().getCode()).isEqualTo(Code.OK);
+  }
+
+  @Test
+  void unknownSessionAndWrongEpochAreRefused() {
+    RegisterReply ghost = RegisterReply.newBuilder().setClientId(999).build();
+    assertThat(send(ghost, 1, incr("n")).getResult().getCode()).isEqualTo(Code.SESSION_EXPIRED);
+    RegisterReply a = register("a");
+    assertThat(send(a, 3, incr("n")).getResult().getCode()).isEqualTo(Code.OUT_OF_ORDER);
+    assertThat(send(a, 3, incr("n")).getNextSeq()).isEqualTo(1);
+  }
+
+  @Test
+  void unknownLogFormatStopsTheNode() {
+    LogEntry future = LogEntry.newBuilder().setFormatVersion(99).build();
+    assertThatThrownBy(() -> state.apply(1, 1, future))
+        .isInstanceOf(IllegalStateException.class)
+        .hasMessageContaining("format version 99");
+  }
+
+  @Test
+  void snapshotRoundTripKeepsTheDigest() throws IOException {
+    RegisterReply a = register("a");
+    send(a, 1, grant("L"));
+    send(
+        a,
+        2,
+        Operation.newBuilder()
+            .setPut(
+                Put.newBuilder().setKey("k").setValue(ByteString.copyFromUtf8("v")).setLease("L"))
+            .build());
+    send(
+        a,
+        3,
+        Operation.newBuilder()
+            .setAppend(Append.newBuilder().setKey("list").setValue(ByteString.copyFromUtf8("x")))
+            .build());
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    StateSnapshot.write(state, out);
+    ReplicatedState back =
+        StateSnapshot.read(new ByteArrayInputStream(out.toByteArray()), Limits.DEFAULTS);
+    assertThat(StateSnapshot.digest(back)).isEqualTo(StateSnapshot.digest(state));
+    assertThat(back.get("k").getLease()).isEqualTo("L");
+    byte[] bad = out.toByteArray();
+    bad[40] ^= 1;
+    assertThatThrownBy(() -> StateSnapshot.read(new ByteArrayInputStream(bad), Limits.DEFAULTS))
+        .isInstanceOf(io.idem.core.SnapshotFormatException.class);
+  }
+}
