@@ -1,0 +1,199 @@
+package io.idem.server;
+
+import io.idem.proto.Command;
+import io.idem.proto.CommandResult;
+import io.idem.proto.EntryResult;
+import io.idem.proto.LogEntry;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.LongSupplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Group commit on the leader: folds the commands of all sessions into few log entries. While {@code
+ * maxInFlight} entries are being replicated, new commands accumulate and leave together in the next
+ * entry. Every entry is stamped with the leader's clock (never going backwards). When nothing was
+ * appended for a tick interval, an empty entry (a tick) is appended so that sessions and leases
+ * expire on an idle cluster too.
+ *
+ * <p>Thread-safe. One daemon thread builds and appends entries.
+ */
+final class Batcher implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(Batcher.class);
+
+  /** Bounds of the batcher. */
+  record Settings(
+      int maxCommands, int maxBytes, int maxInFlight, int maxQueued, long tickIntervalMs) {}
+
+  /** A command waiting for its entry. */
+  private record Pending(Command command, int size, CompletableFuture<CommandResult> result) {}
+
+  /** Thrown into a command's future when the queue is full. */
+  static final class OverloadedException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    OverloadedException(int queued) {
+      super("the leader has " + queued + " commands queued; back off and retry");
+    }
+  }
+
+  private final ReplicatedLog log;
+  private final Settings settings;
+  private final LongSupplier wallClock;
+  private final ReentrantLock lock = new ReentrantLock();
+  private final Condition changed = lock.newCondition();
+  private final ArrayDeque<Pending> queue = new ArrayDeque<>();
+  private final Thread thread;
+  private int inFlight;
+  private long lastStampMs;
+  private long lastAppendNanos = System.nanoTime();
+  private volatile boolean closed;
+
+  Batcher(ReplicatedLog log, Settings settings, LongSupplier wallClock, String name) {
+    this.log = log;
+    this.settings = settings;
+    this.wallClock = wallClock;
+    this.thread = new Thread(this::run, name);
+    thread.setDaemon(true);
+    thread.start();
+  }
+
+  /** Queues {@code command} for the next entry; completes with its outcome once applied. */
+  CompletableFuture<CommandResult> submit(Command command) {
+    CompletableFuture<CommandResult> f = new CompletableFuture<>();
+    lock.lock();
+    try {
+      if (closed) {
+        f.completeExceptionally(new ReplicatedLog.NotLeaderException(""));
+      } else if (queue.size() >= settings.maxQueued()) {
+        f.completeExceptionally(new OverloadedException(queue.size()));
+      } else {
+        queue.add(new Pending(command, command.getSerializedSize(), f));
+        changed.signal();
+      }
+    } finally {
+      lock.unlock();
+    }
+    return f;
+  }
+
+  private void run() {
+    while (!closed) {
+      List<Pending> batch;
+      lock.lock();
+      try {
+        if (!awaitWork()) {
+          continue;
+        }
+        batch = drain();
+        inFlight++;
+      } catch (InterruptedException e) {
+        return;
+      } finally {
+        lock.unlock();
+      }
+      append(batch);
+    }
+  }
+
+  /** Waits until an entry should go out: commands queued or a tick due, and room in flight. */
+  private boolean awaitWork() throws InterruptedException {
+    long tickNanos = TimeUnit.MILLISECONDS.toNanos(settings.tickIntervalMs());
+    while (!closed) {
+      boolean room = inFlight < settings.maxInFlight();
+      long idle = System.nanoTime() - lastAppendNanos;
+      if (room && !queue.isEmpty()) {
+        return true;
+      }
+      if (room && idle >= tickNanos && log.isLeader()) {
+        return true;
+      }
+      changed.awaitNanos(Math.max(TimeUnit.MILLISECONDS.toNanos(1), tickNanos - idle));
+    }
+    return false;
+  }
+
+  private List<Pending> drain() {
+    List<Pending> batch = new ArrayList<>();
+    int bytes = 0;
+    while (!queue.isEmpty() && batch.size() < settings.maxCommands()) {
+      Pending p = queue.peek();
+      if (!batch.isEmpty() && bytes + p.size() > settings.maxBytes()) {
+        break;
+      }
+      batch.add(queue.poll());
+      bytes += p.size();
+    }
+    return batch;
+  }
+
+  private void append(List<Pending> batch) {
+    long stamp = Math.max(lastStampMs, wallClock.getAsLong());
+    lastStampMs = stamp;
+    lastAppendNanos = System.nanoTime();
+    LogEntry.Builder entry =
+        LogEntry.newBuilder()
+            .setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION)
+            .setLeaderTimeMs(stamp);
+    for (Pending p : batch) {
+      entry.addCommands(p.command());
+    }
+    CompletableFuture<EntryResult> appended;
+    try {
+      appended = log.append(entry.build());
+    } catch (RuntimeException e) {
+      appended = CompletableFuture.failedFuture(e);
+    }
+    appended.whenComplete((result, error) -> finish(batch, result, error));
+  }
+
+  private void finish(List<Pending> batch, EntryResult result, Throwable error) {
+    lock.lock();
+    try {
+      inFlight--;
+      changed.signal();
+    } finally {
+      lock.unlock();
+    }
+    if (error == null && result.getResultsCount() != batch.size()) {
+      error =
+          new IllegalStateException(
+              "entry answered " + result.getResultsCount() + " of " + batch.size() + " commands");
+    }
+    if (error != null) {
+      LOG.debug("entry of {} commands failed: {}", batch.size(), error.toString());
+      for (Pending p : batch) {
+        p.result().completeExceptionally(error);
+      }
+      return;
+    }
+    for (int i = 0; i < batch.size(); i++) {
+      batch.get(i).result().complete(result.getResults(i));
+    }
+  }
+
+  /** Fails queued commands as not-leader and stops the thread. */
+  @Override
+  public void close() {
+    List<Pending> left;
+    lock.lock();
+    try {
+      closed = true;
+      left = new ArrayList<>(queue);
+      queue.clear();
+      changed.signalAll();
+    } finally {
+      lock.unlock();
+    }
+    for (Pending p : left) {
+      p.result().completeExceptionally(new ReplicatedLog.NotLeaderException(""));
+    }
+    thread.interrupt();
+  }
+}

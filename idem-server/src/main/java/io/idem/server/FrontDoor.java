@@ -1,0 +1,278 @@
+package io.idem.server;
+
+import io.grpc.Status;
+import io.grpc.stub.ServerCallStreamObserver;
+import io.grpc.stub.StreamObserver;
+import io.idem.proto.ClientFrame;
+import io.idem.proto.Code;
+import io.idem.proto.Command;
+import io.idem.proto.CommandResult;
+import io.idem.proto.GetReply;
+import io.idem.proto.GetRequest;
+import io.idem.proto.Hello;
+import io.idem.proto.IdemGrpc;
+import io.idem.proto.KeepAliveCmd;
+import io.idem.proto.RegisterCmd;
+import io.idem.proto.RegisterReply;
+import io.idem.proto.RegisterRequest;
+import io.idem.proto.Result;
+import io.idem.proto.ServerFrame;
+import io.idem.proto.SessionCmd;
+import io.idem.proto.StatusReply;
+import io.idem.proto.StatusRequest;
+import java.security.SecureRandom;
+import java.util.concurrent.CompletionException;
+import java.util.function.Supplier;
+
+/**
+ * The gRPC client port. It authenticates streams before anything reaches the log, hands commands to
+ * the {@link Batcher} on the leader, and answers {@code NOT_LEADER} with the leader's client
+ * address on a follower.
+ */
+final class FrontDoor extends IdemGrpc.IdemImplBase {
+  private final ReplicatedLog log;
+  private final Batcher batcher;
+  private final IdemStateMachine stateMachine;
+  private final Supplier<StatusReply> status;
+  private final SecureRandom random = new SecureRandom();
+
+  FrontDoor(
+      ReplicatedLog log,
+      Batcher batcher,
+      IdemStateMachine stateMachine,
+      Supplier<StatusReply> status) {
+    this.log = log;
+    this.batcher = batcher;
+    this.stateMachine = stateMachine;
+    this.status = status;
+  }
+
+  @Override
+  public void register(RegisterRequest req, StreamObserver<RegisterReply> reply) {
+    if (!log.isLeader()) {
+      reply.onNext(
+          RegisterReply.newBuilder()
+              .setCode(Code.NOT_LEADER)
+              .setMessage("not the leader")
+              .setLeaderHint(log.leaderClientAddress())
+              .build());
+      reply.onCompleted();
+      return;
+    }
+    RegisterCmd cmd =
+        RegisterCmd.newBuilder()
+            .setRequest(req)
+            .setSecretHi(random.nextLong())
+            .setSecretLo(random.nextLong())
+            .build();
+    batcher
+        .submit(Command.newBuilder().setRegister(cmd).build())
+        .whenComplete(
+            (result, error) -> {
+              RegisterReply r =
+                  error == null
+                      ? result.getRegistration()
+                      : RegisterReply.newBuilder()
+                          .setCode(failureCode(error))
+                          .setMessage(failureMessage(error))
+                          .setLeaderHint(log.leaderClientAddress())
+                          .build();
+              reply.onNext(r);
+              reply.onCompleted();
+            });
+  }
+
+  @Override
+  public StreamObserver<ClientFrame> session(StreamObserver<ServerFrame> responses) {
+    return new SessionStream((ServerCallStreamObserver<ServerFrame>) responses);
+  }
+
+  @Override
+  public void get(GetRequest req, StreamObserver<GetReply> reply) {
+    if (!log.isLeader()) {
+      reply.onNext(
+          GetReply.newBuilder()
+              .setCode(Code.NOT_LEADER)
+              .setMessage("not the leader")
+              .setLeaderHint(log.leaderClientAddress())
+              .build());
+      reply.onCompleted();
+      return;
+    }
+    log.read(req.getKey())
+        .whenComplete(
+            (r, error) -> {
+              reply.onNext(
+                  error == null
+                      ? r
+                      : GetReply.newBuilder()
+                          .setCode(failureCode(error))
+                          .setMessage(failureMessage(error))
+                          .setLeaderHint(log.leaderClientAddress())
+                          .build());
+              reply.onCompleted();
+            });
+  }
+
+  @Override
+  public void status(StatusRequest req, StreamObserver<StatusReply> reply) {
+    reply.onNext(status.get());
+    reply.onCompleted();
+  }
+
+  /** One session's stream: a Hello, then requests and keep-alives. */
+  private final class SessionStream implements StreamObserver<ClientFrame> {
+    private final ServerCallStreamObserver<ServerFrame> out;
+    private Hello hello;
+    private boolean done;
+
+    SessionStream(ServerCallStreamObserver<ServerFrame> out) {
+      this.out = out;
+    }
+
+    @Override
+    public void onNext(ClientFrame frame) {
+      switch (frame.getFrameCase()) {
+        case HELLO -> onHello(frame.getHello());
+        case REQUEST -> {
+          if (!bound()) {
+            return;
+          }
+          SessionCmd cmd =
+              SessionCmd.newBuilder()
+                  .setClientId(hello.getClientId())
+                  .setEpoch(hello.getEpoch())
+                  .setSeq(frame.getRequest().getSeq())
+                  .setAck(frame.getRequest().getAck())
+                  .setOp(frame.getRequest().getOp())
+                  .build();
+          forward(Command.newBuilder().setSession(cmd).build(), frame.getRequest().getSeq());
+        }
+        case KEEP_ALIVE -> {
+          if (!bound()) {
+            return;
+          }
+          KeepAliveCmd cmd =
+              KeepAliveCmd.newBuilder()
+                  .setClientId(hello.getClientId())
+                  .setEpoch(hello.getEpoch())
+                  .setAck(frame.getKeepAlive().getAck())
+                  .build();
+          forward(Command.newBuilder().setKeepAlive(cmd).build(), 0);
+        }
+        default -> endWith(Code.INVALID_ARGUMENT, "empty frame");
+      }
+    }
+
+    private void onHello(Hello h) {
+      if (hello != null) {
+        endWith(Code.INVALID_ARGUMENT, "a stream carries one Hello");
+        return;
+      }
+      if (!log.isLeader()) {
+        endWith(Code.NOT_LEADER, "not the leader");
+        return;
+      }
+      if (!stateMachine.authenticate(h.getClientId(), h.getSecretHi(), h.getSecretLo())) {
+        // Unknown sessions and wrong secrets look alike, so that ids cannot be probed.
+        endWith(Code.UNAUTHENTICATED, "unknown session or wrong secret");
+        return;
+      }
+      hello = h;
+    }
+
+    private boolean bound() {
+      if (hello == null) {
+        endWith(Code.INVALID_ARGUMENT, "the first frame of a session stream must be a Hello");
+        return false;
+      }
+      return true;
+    }
+
+    private void forward(Command cmd, long seq) {
+      batcher
+          .submit(cmd)
+          .whenComplete(
+              (CommandResult result, Throwable error) -> {
+                if (error == null) {
+                  send(result.getFrame());
+                  return;
+                }
+                Code code = failureCode(error);
+                ServerFrame f =
+                    ServerFrame.newBuilder()
+                        .setSeq(seq)
+                        .setResult(
+                            Result.newBuilder().setCode(code).setMessage(failureMessage(error)))
+                        .setLeaderHint(log.leaderClientAddress())
+                        .build();
+                if (code == Code.NOT_LEADER) {
+                  send(f.toBuilder().setSeq(0).build());
+                  finish();
+                } else {
+                  send(f);
+                }
+              });
+    }
+
+    private void endWith(Code code, String message) {
+      send(
+          ServerFrame.newBuilder()
+              .setSeq(0)
+              .setResult(Result.newBuilder().setCode(code).setMessage(message))
+              .setLeaderHint(code == Code.NOT_LEADER ? log.leaderClientAddress() : "")
+              .build());
+      finish();
+    }
+
+    private synchronized void send(ServerFrame f) {
+      if (!done && !out.isCancelled()) {
+        out.onNext(f);
+      }
+    }
+
+    private synchronized void finish() {
+      if (!done) {
+        done = true;
+        if (!out.isCancelled()) {
+          out.onCompleted();
+        }
+      }
+    }
+
+    @Override
+    public void onError(Throwable t) {
+      finish();
+    }
+
+    @Override
+    public void onCompleted() {
+      finish();
+    }
+  }
+
+  static Code failureCode(Throwable error) {
+    Throwable e =
+        error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
+    if (e instanceof ReplicatedLog.NotLeaderException) {
+      return Code.NOT_LEADER;
+    }
+    if (e instanceof Batcher.OverloadedException) {
+      return Code.OVERLOADED;
+    }
+    // The outcome of an entry that failed in flight is unknown; the client retries with the same
+    // numbers, which is safe. NOT_LEADER tells it to find the (possibly new) leader first.
+    return Code.NOT_LEADER;
+  }
+
+  static String failureMessage(Throwable error) {
+    Throwable e =
+        error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
+    return e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+  }
+
+  /** A gRPC status for unexpected server-side failures, never shown as a stack trace. */
+  static Status internal(Throwable t) {
+    return Status.INTERNAL.withDescription(failureMessage(t));
+  }
+}

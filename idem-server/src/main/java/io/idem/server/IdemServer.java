@@ -1,0 +1,149 @@
+package io.idem.server;
+
+import io.grpc.Server;
+import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
+import io.idem.proto.Member;
+import io.idem.proto.StatusReply;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.util.concurrent.TimeUnit;
+import org.apache.ratis.protocol.RaftPeer;
+import org.apache.ratis.server.DivisionInfo;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One Idem node: a Ratis server running the Idem state machine, the leader-side batcher, and the
+ * gRPC front door on the client port. Start it with {@link #start}; {@link #close} stops it (what a
+ * kill does, minus the process exit).
+ */
+public final class IdemServer implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(IdemServer.class);
+
+  private final ServerConfig config;
+  private final IdemStateMachine stateMachine;
+  private final RaftNode raft;
+  private final Batcher batcher;
+  private final Server grpc;
+
+  private IdemServer(ServerConfig config) throws IOException {
+    this.config = config;
+    this.stateMachine = new IdemStateMachine(config.sessions(), config.limits());
+    this.raft = new RaftNode(config, stateMachine);
+    this.batcher =
+        new Batcher(
+            raft,
+            new Batcher.Settings(
+                config.maxBatchCommands(),
+                config.maxBatchBytes(),
+                config.maxInFlightBatches(),
+                config.maxQueuedCommands(),
+                config.tickIntervalMs()),
+            System::currentTimeMillis,
+            "idem-batcher-" + config.id());
+    FrontDoor door = new FrontDoor(raft, batcher, stateMachine, this::status);
+    String client = config.self().clientAddress();
+    int colon = client.lastIndexOf(':');
+    try {
+      this.grpc =
+          NettyServerBuilder.forAddress(
+                  new InetSocketAddress(
+                      client.substring(0, colon), Integer.parseInt(client.substring(colon + 1))))
+              .addService(door)
+              .maxInboundMessageSize(
+                  config.limits().maxValueBytes() + config.limits().maxKeyBytes() + (64 << 10))
+              .build()
+              .start();
+    } catch (IOException e) {
+      batcher.close();
+      raft.close();
+      throw new IOException("cannot listen for clients on " + client + ": " + e.getMessage(), e);
+    }
+    LOG.info(
+        "node {} serving clients on {}, raft on {}",
+        config.id(),
+        client,
+        config.self().raftAddress());
+  }
+
+  /**
+   * Starts a node: recovers its state from {@code config.dataDir()} (snapshot and log) and joins
+   * the cluster of {@code config.peers()}.
+   *
+   * @throws IOException if the data directory or a port cannot be used
+   */
+  public static IdemServer start(ServerConfig config) throws IOException {
+    return new IdemServer(config);
+  }
+
+  /** The configuration this node runs with. */
+  public ServerConfig config() {
+    return config;
+  }
+
+  /** The port the client endpoint listens on. */
+  public int clientPort() {
+    return grpc.getPort();
+  }
+
+  /** Whether this node currently leads. */
+  public boolean isLeader() {
+    return raft.isLeader();
+  }
+
+  /** The log index of the last entry this node applied. */
+  public long appliedIndex() {
+    return stateMachine.inspect(s -> s.appliedIndex);
+  }
+
+  /** A digest of the replicated state; equal on replicas that applied the same entries. */
+  public String digest() {
+    return stateMachine.inspect(StateSnapshot::digest);
+  }
+
+  /** The node's status, as the {@code Status} RPC reports it. */
+  public StatusReply status() {
+    StatusReply.Builder b = StatusReply.newBuilder().setId(config.id());
+    stateMachine.inspect(
+        s ->
+            b.setAppliedIndex(s.appliedIndex)
+                .setLiveSessions(s.sessions.size())
+                .setDuplicatesSuppressed(s.duplicatesSuppressed)
+                .setKeys(s.kv.size())
+                .setLeases(s.leases.size())
+                .setLogTimeMs(s.clock));
+    try {
+      DivisionInfo info = raft.division();
+      b.setRole(info.getCurrentRole().name())
+          .setTerm(info.getCurrentTerm())
+          .setLeaderId(info.getLeaderId() == null ? "" : info.getLeaderId().toString())
+          .setLeaderAddress(raft.leaderClientAddress());
+    } catch (IOException e) {
+      b.setRole("UNAVAILABLE");
+    }
+    for (RaftPeer p : raft.peers()) {
+      b.addMembers(
+          Member.newBuilder()
+              .setId(p.getId().toString())
+              .setRaftAddress(p.getAddress())
+              .setClientAddress(p.getClientAddress() == null ? "" : p.getClientAddress()));
+    }
+    return b.build();
+  }
+
+  /** Stops the client endpoint, the batcher and the Raft server. */
+  @Override
+  public void close() throws IOException {
+    grpc.shutdownNow();
+    batcher.close();
+    try {
+      raft.close();
+    } finally {
+      try {
+        grpc.awaitTermination(5, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+}

@@ -1,0 +1,190 @@
+package io.idem.server;
+
+import io.idem.core.SessionTableConfig;
+import io.idem.proto.EntryResult;
+import io.idem.proto.GetRequest;
+import io.idem.proto.LogEntry;
+import java.io.BufferedOutputStream;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.concurrent.CompletableFuture;
+import org.apache.ratis.io.MD5Hash;
+import org.apache.ratis.proto.RaftProtos.LogEntryProto;
+import org.apache.ratis.protocol.Message;
+import org.apache.ratis.protocol.RaftGroupId;
+import org.apache.ratis.server.RaftServer;
+import org.apache.ratis.server.protocol.TermIndex;
+import org.apache.ratis.server.storage.FileInfo;
+import org.apache.ratis.server.storage.RaftStorage;
+import org.apache.ratis.statemachine.TransactionContext;
+import org.apache.ratis.statemachine.impl.BaseStateMachine;
+import org.apache.ratis.statemachine.impl.SimpleStateMachineStorage;
+import org.apache.ratis.statemachine.impl.SingleFileSnapshotInfo;
+import org.apache.ratis.thirdparty.com.google.protobuf.UnsafeByteOperations;
+import org.apache.ratis.util.LifeCycle;
+import org.apache.ratis.util.MD5FileUtil;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Adapts {@link ReplicatedState} to Ratis: applies entries, answers linearizable reads after their
+ * read index is applied, and writes and loads snapshots (atomically: a temporary file renamed into
+ * place, with Ratis's MD5 beside it). One lock guards the state; apply, query, snapshot and the
+ * front door's authentication take it.
+ */
+final class IdemStateMachine extends BaseStateMachine {
+  private static final Logger LOG = LoggerFactory.getLogger(IdemStateMachine.class);
+
+  private final SimpleStateMachineStorage storage = new SimpleStateMachineStorage();
+  private final SessionTableConfig sessionConfig;
+  private final Limits limits;
+  private final Object lock = new Object();
+  private ReplicatedState state;
+
+  IdemStateMachine(SessionTableConfig sessionConfig, Limits limits) {
+    this.sessionConfig = sessionConfig;
+    this.limits = limits;
+    this.state = new ReplicatedState(sessionConfig, limits);
+  }
+
+  @Override
+  public void initialize(RaftServer server, RaftGroupId groupId, RaftStorage raftStorage)
+      throws IOException {
+    getLifeCycle()
+        .startAndTransition(
+            () -> {
+              super.initialize(server, groupId, raftStorage);
+              storage.init(raftStorage);
+              loadLatestSnapshot();
+            });
+  }
+
+  @Override
+  public void pause() {
+    // Ratis pauses the state machine before it installs a snapshot from the leader.
+    getLifeCycle().transition(LifeCycle.State.PAUSING);
+    getLifeCycle().transition(LifeCycle.State.PAUSED);
+  }
+
+  @Override
+  public void reinitialize() throws IOException {
+    loadLatestSnapshot();
+    if (getLifeCycleState() == LifeCycle.State.PAUSED) {
+      getLifeCycle().transition(LifeCycle.State.STARTING);
+      getLifeCycle().transition(LifeCycle.State.RUNNING);
+    }
+  }
+
+  private void loadLatestSnapshot() throws IOException {
+    SingleFileSnapshotInfo snapshot = storage.loadLatestSnapshot();
+    if (snapshot == null) {
+      return;
+    }
+    Path file = snapshot.getFile().getPath();
+    ReplicatedState loaded;
+    try (InputStream in = Files.newInputStream(file)) {
+      loaded = StateSnapshot.read(in, limits);
+    }
+    synchronized (lock) {
+      state = loaded;
+      updateLastAppliedTermIndex(snapshot.getTermIndex());
+    }
+    LOG.info(
+        "loaded snapshot {} ({} sessions, {} keys)",
+        file,
+        loaded.sessions.size(),
+        loaded.kv.size());
+  }
+
+  @Override
+  public SimpleStateMachineStorage getStateMachineStorage() {
+    return storage;
+  }
+
+  @Override
+  public CompletableFuture<Message> applyTransaction(TransactionContext trx) {
+    LogEntryProto entry = trx.getLogEntry();
+    LogEntry parsed;
+    try {
+      parsed =
+          LogEntry.parseFrom(entry.getStateMachineLogEntry().getLogData().asReadOnlyByteBuffer());
+    } catch (IOException e) {
+      // Only leaders write entries, from parsed messages; a corrupt one means a broken log.
+      throw new IllegalStateException("log entry " + entry.getIndex() + " does not parse", e);
+    }
+    EntryResult result;
+    synchronized (lock) {
+      result = state.apply(entry.getIndex(), entry.getTerm(), parsed);
+      updateLastAppliedTermIndex(entry.getTerm(), entry.getIndex());
+    }
+    return CompletableFuture.completedFuture(
+        Message.valueOf(UnsafeByteOperations.unsafeWrap(result.toByteArray())));
+  }
+
+  @Override
+  public CompletableFuture<Message> query(Message request) {
+    try {
+      GetRequest get = GetRequest.parseFrom(request.getContent().asReadOnlyByteBuffer());
+      byte[] reply;
+      synchronized (lock) {
+        reply = state.get(get.getKey()).toByteArray();
+      }
+      return CompletableFuture.completedFuture(
+          Message.valueOf(UnsafeByteOperations.unsafeWrap(reply)));
+    } catch (IOException e) {
+      return CompletableFuture.failedFuture(e);
+    }
+  }
+
+  @Override
+  public long takeSnapshot() throws IOException {
+    TermIndex last;
+    File file;
+    Path tmp;
+    synchronized (lock) {
+      last = getLastAppliedTermIndex();
+      if (last == null || last.getIndex() < 0) {
+        return -1;
+      }
+      file = storage.getSnapshotFile(last.getTerm(), last.getIndex());
+      tmp = file.toPath().resolveSibling(file.getName() + ".tmp");
+      try (OutputStream out = new BufferedOutputStream(Files.newOutputStream(tmp), 1 << 16)) {
+        StateSnapshot.write(state, out);
+      }
+    }
+    try (var channel =
+        java.nio.channels.FileChannel.open(tmp, java.nio.file.StandardOpenOption.WRITE)) {
+      channel.force(true);
+    }
+    Files.move(
+        tmp, file.toPath(), StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+    MD5Hash md5 = MD5FileUtil.computeAndSaveMd5ForFile(file);
+    storage.updateLatestSnapshot(
+        new SingleFileSnapshotInfo(new FileInfo(file.toPath(), md5), last));
+    LOG.info("snapshot at {} written to {}", last, file);
+    return last.getIndex();
+  }
+
+  /** The front door's secret check, before anything reaches the log. */
+  boolean authenticate(long clientId, long secretHi, long secretLo) {
+    synchronized (lock) {
+      return state.sessions.authenticate(clientId, secretHi, secretLo);
+    }
+  }
+
+  /** Reads the state under the lock, for status and digests. */
+  <T> T inspect(java.util.function.Function<ReplicatedState, T> reader) {
+    synchronized (lock) {
+      return reader.apply(state);
+    }
+  }
+
+  SessionTableConfig sessionConfig() {
+    return sessionConfig;
+  }
+}

@@ -1,0 +1,208 @@
+package io.idem.server;
+
+import io.idem.proto.EntryResult;
+import io.idem.proto.GetReply;
+import io.idem.proto.GetRequest;
+import io.idem.proto.LogEntry;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.ratis.conf.RaftProperties;
+import org.apache.ratis.grpc.GrpcConfigKeys;
+import org.apache.ratis.protocol.ClientId;
+import org.apache.ratis.protocol.Message;
+import org.apache.ratis.protocol.RaftClientReply;
+import org.apache.ratis.protocol.RaftClientRequest;
+import org.apache.ratis.protocol.RaftGroup;
+import org.apache.ratis.protocol.RaftGroupId;
+import org.apache.ratis.protocol.RaftPeer;
+import org.apache.ratis.protocol.RaftPeerId;
+import org.apache.ratis.server.DivisionInfo;
+import org.apache.ratis.server.RaftServer;
+import org.apache.ratis.server.RaftServerConfigKeys;
+import org.apache.ratis.server.storage.RaftStorage;
+import org.apache.ratis.thirdparty.com.google.protobuf.UnsafeByteOperations;
+import org.apache.ratis.util.SizeInBytes;
+import org.apache.ratis.util.TimeDuration;
+
+/**
+ * One Ratis server in the Idem group, seen as a {@link ReplicatedLog}. Entries are submitted to the
+ * local server directly ({@link RaftServer#submitClientRequestAsync}), without a Raft client round
+ * trip; reads use Ratis's linearizable ReadIndex.
+ */
+final class RaftNode implements ReplicatedLog, AutoCloseable {
+  /** All Idem clusters use one group id; a cluster is defined by its peers. */
+  static final RaftGroupId GROUP_ID =
+      RaftGroupId.valueOf(UUID.nameUUIDFromBytes("idem".getBytes(StandardCharsets.UTF_8)));
+
+  private final RaftServer server;
+  private final RaftGroup group;
+  private final ClientId clientId = ClientId.randomId();
+  private final AtomicLong callId = new AtomicLong();
+
+  RaftNode(ServerConfig config, IdemStateMachine stateMachine) throws IOException {
+    List<RaftPeer> peers =
+        config.peers().stream()
+            .map(
+                p ->
+                    RaftPeer.newBuilder()
+                        .setId(p.id())
+                        .setAddress(p.raftAddress())
+                        .setClientAddress(p.clientAddress())
+                        .build())
+            .toList();
+    this.group = RaftGroup.valueOf(GROUP_ID, peers);
+    this.server =
+        RaftServer.newBuilder()
+            .setServerId(RaftPeerId.valueOf(config.id()))
+            .setGroup(group)
+            .setStateMachine(stateMachine)
+            .setProperties(properties(config))
+            .setOption(RaftStorage.StartupOption.RECOVER)
+            .build();
+    server.start();
+  }
+
+  private static RaftProperties properties(ServerConfig c) {
+    RaftProperties p = new RaftProperties();
+    RaftServerConfigKeys.setStorageDir(p, List.of(c.dataDir().toFile()));
+    String raft = c.self().raftAddress();
+    GrpcConfigKeys.Server.setHost(p, raft.substring(0, raft.lastIndexOf(':')));
+    GrpcConfigKeys.Server.setPort(p, Integer.parseInt(raft.substring(raft.lastIndexOf(':') + 1)));
+    RaftServerConfigKeys.Rpc.setTimeoutMin(
+        p,
+        TimeDuration.valueOf(c.electionTimeoutMinMs(), java.util.concurrent.TimeUnit.MILLISECONDS));
+    RaftServerConfigKeys.Rpc.setTimeoutMax(
+        p,
+        TimeDuration.valueOf(c.electionTimeoutMaxMs(), java.util.concurrent.TimeUnit.MILLISECONDS));
+    RaftServerConfigKeys.Read.setOption(p, RaftServerConfigKeys.Read.Option.LINEARIZABLE);
+    RaftServerConfigKeys.Snapshot.setAutoTriggerEnabled(p, true);
+    RaftServerConfigKeys.Snapshot.setAutoTriggerThreshold(p, c.snapshotEveryEntries());
+    RaftServerConfigKeys.Snapshot.setRetentionFileNum(p, c.snapshotsRetained());
+    RaftServerConfigKeys.Log.setPurgeUptoSnapshotIndex(p, true);
+    RaftServerConfigKeys.Log.setPurgeGap(
+        p, (int) Math.min(Integer.MAX_VALUE, c.snapshotEveryEntries()));
+    // An entry holds up to maxBatchBytes of commands (or one value at the limit); the appender
+    // ships whole entries, and Ratis wants the gRPC message limit 1 MiB above the appender's.
+    long entryMax = Math.max(c.maxBatchBytes(), c.limits().maxValueBytes()) * 2L;
+    RaftServerConfigKeys.Log.Appender.setBufferByteLimit(p, SizeInBytes.valueOf(entryMax));
+    GrpcConfigKeys.setMessageSizeMax(p, SizeInBytes.valueOf(entryMax + (1 << 20)));
+    return p;
+  }
+
+  @Override
+  public CompletableFuture<EntryResult> append(LogEntry entry) {
+    RaftClientRequest request = request(RaftClientRequest.writeRequestType(), entry.toByteArray());
+    return submit(request)
+        .thenApply(
+            reply -> {
+              try {
+                return EntryResult.parseFrom(
+                    reply.getMessage().getContent().asReadOnlyByteBuffer());
+              } catch (IOException e) {
+                throw new CompletionException(e);
+              }
+            });
+  }
+
+  @Override
+  public CompletableFuture<GetReply> read(String key) {
+    RaftClientRequest request =
+        request(
+            RaftClientRequest.readRequestType(),
+            GetRequest.newBuilder().setKey(key).build().toByteArray());
+    return submit(request)
+        .thenApply(
+            reply -> {
+              try {
+                return GetReply.parseFrom(reply.getMessage().getContent().asReadOnlyByteBuffer());
+              } catch (IOException e) {
+                throw new CompletionException(e);
+              }
+            });
+  }
+
+  private RaftClientRequest request(RaftClientRequest.Type type, byte[] content) {
+    return RaftClientRequest.newBuilder()
+        .setClientId(clientId)
+        .setServerId(server.getId())
+        .setGroupId(GROUP_ID)
+        .setCallId(callId.incrementAndGet())
+        .setMessage(Message.valueOf(UnsafeByteOperations.unsafeWrap(content)))
+        .setType(type)
+        .build();
+  }
+
+  private CompletableFuture<RaftClientReply> submit(RaftClientRequest request) {
+    CompletableFuture<RaftClientReply> sent;
+    try {
+      sent = server.submitClientRequestAsync(request);
+    } catch (IOException e) {
+      return CompletableFuture.failedFuture(e);
+    }
+    return sent.thenApply(
+        reply -> {
+          if (reply.isSuccess()) {
+            return reply;
+          }
+          org.apache.ratis.protocol.exceptions.NotLeaderException nle =
+              reply.getNotLeaderException();
+          if (nle != null) {
+            RaftPeer suggested = nle.getSuggestedLeader();
+            throw new ReplicatedLog.NotLeaderException(
+                suggested == null || suggested.getClientAddress() == null
+                    ? ""
+                    : suggested.getClientAddress());
+          }
+          if (reply.getException() != null) {
+            throw new CompletionException(reply.getException());
+          }
+          throw new CompletionException(new IOException("Ratis refused the request: " + reply));
+        });
+  }
+
+  private DivisionInfo info() throws IOException {
+    return server.getDivision(GROUP_ID).getInfo();
+  }
+
+  @Override
+  public boolean isLeader() {
+    try {
+      return info().isLeader();
+    } catch (IOException e) {
+      return false;
+    }
+  }
+
+  @Override
+  public String leaderClientAddress() {
+    try {
+      RaftPeerId leader = info().getLeaderId();
+      if (leader == null) {
+        return "";
+      }
+      RaftPeer peer = group.getPeer(leader);
+      return peer == null || peer.getClientAddress() == null ? "" : peer.getClientAddress();
+    } catch (IOException e) {
+      return "";
+    }
+  }
+
+  /** Raft's view: role, term, leader id, applied index. */
+  DivisionInfo division() throws IOException {
+    return info();
+  }
+
+  List<RaftPeer> peers() {
+    return List.copyOf(group.getPeers());
+  }
+
+  @Override
+  public void close() throws IOException {
+    server.close();
+  }
+}

@@ -1,0 +1,40 @@
+package io.idem.server;
+
+import io.idem.proto.EntryResult;
+import io.idem.proto.GetReply;
+import io.idem.proto.LogEntry;
+import java.util.concurrent.CompletableFuture;
+
+/** What the front door and the batcher need of the consensus layer (implemented on Ratis). */
+interface ReplicatedLog {
+
+  /**
+   * Appends {@code entry} and completes with the state machine's answer once it is applied.
+   * Completes exceptionally with {@link NotLeaderException} if this node is not the leader.
+   */
+  CompletableFuture<EntryResult> append(LogEntry entry);
+
+  /** A linearizable read of {@code key} (Raft ReadIndex), or {@link NotLeaderException}. */
+  CompletableFuture<GetReply> read(String key);
+
+  /** Whether this node currently leads (a hint: leadership may change at any moment). */
+  boolean isLeader();
+
+  /** The leader's client address, or an empty string if no leader is known. */
+  String leaderClientAddress();
+
+  /** Refused because this node does not lead; carries the leader's client address if known. */
+  final class NotLeaderException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+    private final String leaderHint;
+
+    NotLeaderException(String leaderHint) {
+      super("not the leader" + (leaderHint.isEmpty() ? "" : "; try " + leaderHint));
+      this.leaderHint = leaderHint;
+    }
+
+    String leaderHint() {
+      return leaderHint;
+    }
+  }
+}

@@ -1,0 +1,259 @@
+package io.idem.server;
+
+import io.idem.core.SessionTableConfig;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A node's configuration. Immutable; build with {@link #builder()}. The defaults make a single node
+ * storing in {@code ./idem-data}, serving clients on 127.0.0.1:7001 and Raft on 127.0.0.1:7002.
+ *
+ * @param id this node's id; must be one of {@code peers}
+ * @param dataDir where Raft keeps its log and snapshots
+ * @param peers every member of the cluster, this node included
+ * @param sessions the session table's bounds (window, max sessions, TTL and name limits)
+ * @param limits key, value and lease limits
+ * @param tickIntervalMs how often an idle leader appends a tick so that expiry goes on
+ * @param electionTimeoutMinMs lower bound of the randomised election timeout
+ * @param electionTimeoutMaxMs upper bound of the randomised election timeout
+ * @param maxBatchCommands most commands the leader folds into one log entry
+ * @param maxBatchBytes most bytes of commands in one log entry
+ * @param maxInFlightBatches entries being replicated at once; later commands wait and batch
+ * @param maxQueuedCommands commands waiting on the leader before new ones get OVERLOADED
+ * @param snapshotEveryEntries take a snapshot after this many applied entries
+ * @param snapshotsRetained how many snapshot files to keep
+ */
+public record ServerConfig(
+    String id,
+    Path dataDir,
+    List<Peer> peers,
+    SessionTableConfig sessions,
+    Limits limits,
+    long tickIntervalMs,
+    long electionTimeoutMinMs,
+    long electionTimeoutMaxMs,
+    int maxBatchCommands,
+    int maxBatchBytes,
+    int maxInFlightBatches,
+    int maxQueuedCommands,
+    long snapshotEveryEntries,
+    int snapshotsRetained) {
+
+  /** Default client address. */
+  public static final String DEFAULT_CLIENT_ADDRESS = "127.0.0.1:7001";
+
+  /** Default Raft address. */
+  public static final String DEFAULT_RAFT_ADDRESS = "127.0.0.1:7002";
+
+  /**
+   * One cluster member.
+   *
+   * @param id its id
+   * @param raftAddress host:port of its Raft (peer-to-peer) endpoint
+   * @param clientAddress host:port of its client endpoint
+   */
+  public record Peer(String id, String raftAddress, String clientAddress) {
+    /** Validates the fields. */
+    public Peer {
+      if (id == null || !id.matches("[A-Za-z0-9_-]{1,64}")) {
+        throw new IllegalArgumentException(
+            "peer id must be 1-64 letters, digits, '_' or '-', got \"" + id + "\"");
+      }
+      checkAddress("raft address of " + id, raftAddress);
+      checkAddress("client address of " + id, clientAddress);
+    }
+
+    /**
+     * Parses {@code id=host:raftPort:clientPort}, for example {@code n1=127.0.0.1:7002:7001}.
+     *
+     * @throws IllegalArgumentException naming what is wrong
+     */
+    public static Peer parse(String spec) {
+      int eq = spec.indexOf('=');
+      String[] hp = eq < 0 ? new String[0] : spec.substring(eq + 1).split(":");
+      if (eq < 0 || hp.length != 3) {
+        throw new IllegalArgumentException(
+            "peer must look like id=host:raftPort:clientPort, got \"" + spec + "\"");
+      }
+      return new Peer(spec.substring(0, eq), hp[0] + ":" + hp[1], hp[0] + ":" + hp[2]);
+    }
+  }
+
+  /** Validates the configuration and names the first bad value. */
+  public ServerConfig {
+    peers = List.copyOf(peers);
+    if (peers.isEmpty()) {
+      throw new IllegalArgumentException("peers must not be empty");
+    }
+    if (peers.stream().map(Peer::id).distinct().count() != peers.size()) {
+      throw new IllegalArgumentException("peer ids must be distinct: " + peers);
+    }
+    if (peers.stream().noneMatch(p -> p.id().equals(id))) {
+      throw new IllegalArgumentException("node id \"" + id + "\" is not among the peers " + peers);
+    }
+    positive("tickIntervalMs", tickIntervalMs);
+    positive("electionTimeoutMinMs", electionTimeoutMinMs);
+    if (electionTimeoutMaxMs <= electionTimeoutMinMs) {
+      throw new IllegalArgumentException(
+          "electionTimeoutMaxMs must exceed electionTimeoutMinMs, got "
+              + electionTimeoutMaxMs
+              + " <= "
+              + electionTimeoutMinMs);
+    }
+    if (maxBatchCommands < 1 || maxBatchCommands > ReplicatedState.MAX_COMMANDS_PER_ENTRY) {
+      throw new IllegalArgumentException(
+          "maxBatchCommands must be in [1, "
+              + ReplicatedState.MAX_COMMANDS_PER_ENTRY
+              + "], got "
+              + maxBatchCommands);
+    }
+    positive("maxBatchBytes", maxBatchBytes);
+    positive("maxInFlightBatches", maxInFlightBatches);
+    positive("maxQueuedCommands", maxQueuedCommands);
+    positive("snapshotEveryEntries", snapshotEveryEntries);
+    positive("snapshotsRetained", snapshotsRetained);
+  }
+
+  /** This node's own peer entry. */
+  public Peer self() {
+    return peers.stream().filter(p -> p.id().equals(id)).findFirst().orElseThrow();
+  }
+
+  /** A builder starting from the single-node defaults. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  private static void positive(String name, long v) {
+    if (v < 1) {
+      throw new IllegalArgumentException(name + " must be positive, got " + v);
+    }
+  }
+
+  static void checkAddress(String what, String address) {
+    int colon = address == null ? -1 : address.lastIndexOf(':');
+    boolean ok = colon > 0;
+    if (ok) {
+      try {
+        int port = Integer.parseInt(address.substring(colon + 1));
+        ok = port >= 0 && port <= 65535;
+      } catch (NumberFormatException e) {
+        ok = false;
+      }
+    }
+    if (!ok) {
+      throw new IllegalArgumentException(what + " must be host:port, got \"" + address + "\"");
+    }
+  }
+
+  /** Builds a {@link ServerConfig}. Not thread-safe. */
+  public static final class Builder {
+    private String id = "n1";
+    private Path dataDir = Path.of("idem-data");
+    private List<Peer> peers =
+        new ArrayList<>(List.of(new Peer("n1", DEFAULT_RAFT_ADDRESS, DEFAULT_CLIENT_ADDRESS)));
+    private SessionTableConfig sessions = SessionTableConfig.defaults();
+    private Limits limits = Limits.DEFAULTS;
+    private long tickIntervalMs = 500;
+    private long electionTimeoutMinMs = 300;
+    private long electionTimeoutMaxMs = 600;
+    private int maxBatchCommands = 4096;
+    private int maxBatchBytes = 1 << 20;
+    private int maxInFlightBatches = 4;
+    private int maxQueuedCommands = 100_000;
+    private long snapshotEveryEntries = 10_000;
+    private int snapshotsRetained = 2;
+
+    private Builder() {}
+
+    public Builder id(String id) {
+      this.id = id;
+      return this;
+    }
+
+    public Builder dataDir(Path dataDir) {
+      this.dataDir = dataDir;
+      return this;
+    }
+
+    public Builder peers(List<Peer> peers) {
+      this.peers = new ArrayList<>(peers);
+      return this;
+    }
+
+    public Builder sessions(SessionTableConfig sessions) {
+      this.sessions = sessions;
+      return this;
+    }
+
+    public Builder limits(Limits limits) {
+      this.limits = limits;
+      return this;
+    }
+
+    public Builder tickIntervalMs(long ms) {
+      this.tickIntervalMs = ms;
+      return this;
+    }
+
+    public Builder electionTimeoutMs(long minMs, long maxMs) {
+      this.electionTimeoutMinMs = minMs;
+      this.electionTimeoutMaxMs = maxMs;
+      return this;
+    }
+
+    public Builder maxBatchCommands(int n) {
+      this.maxBatchCommands = n;
+      return this;
+    }
+
+    public Builder maxBatchBytes(int n) {
+      this.maxBatchBytes = n;
+      return this;
+    }
+
+    public Builder maxInFlightBatches(int n) {
+      this.maxInFlightBatches = n;
+      return this;
+    }
+
+    public Builder maxQueuedCommands(int n) {
+      this.maxQueuedCommands = n;
+      return this;
+    }
+
+    public Builder snapshotEveryEntries(long n) {
+      this.snapshotEveryEntries = n;
+      return this;
+    }
+
+    public Builder snapshotsRetained(int n) {
+      this.snapshotsRetained = n;
+      return this;
+    }
+
+    /**
+     * Returns the configuration.
+     *
+     * @throws IllegalArgumentException naming the first bad value
+     */
+    public ServerConfig build() {
+      return new ServerConfig(
+          id,
+          dataDir,
+          peers,
+          sessions,
+          limits,
+          tickIntervalMs,
+          electionTimeoutMinMs,
+          electionTimeoutMaxMs,
+          maxBatchCommands,
+          maxBatchBytes,
+          maxInFlightBatches,
+          maxQueuedCommands,
+          snapshotEveryEntries,
+          snapshotsRetained);
+    }
+  }
+}
