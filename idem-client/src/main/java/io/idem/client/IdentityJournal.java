@@ -1,0 +1,312 @@
+package io.idem.client;
+
+import com.google.protobuf.InvalidProtocolBufferException;
+import io.idem.proto.Operation;
+import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.SortedMap;
+import java.util.TreeMap;
+import java.util.zip.CRC32C;
+
+/**
+ * The client's durable memory, so that a restarted process can resume its session and resend what
+ * was in flight with the same numbers: exactly-once across a client restart.
+ *
+ * <p>An append-only file of records {@code int length, int crc32c, payload}. Payloads: a pending
+ * registration (name, nonce, TTL: written before the Register RPC, so that a crash before the
+ * answer can retry the same registration), the identity (name, id, secret, TTL), requests sent
+ * (number and operation: made durable before they leave), and requests answered. On open, records
+ * are replayed up to the first torn or corrupt one (a crash mid-write tears only the tail), and the
+ * file is compacted to what is still needed.
+ *
+ * <p>Not thread-safe; the session engine calls it under its lock.
+ */
+final class IdentityJournal implements AutoCloseable {
+  private static final byte PENDING = 1;
+  private static final byte IDENTITY = 2;
+  private static final byte SENT = 3;
+  private static final byte DONE = 4;
+  private static final int MAX_RECORD = 64 << 20;
+  private static final long COMPACT_BYTES = 4 << 20;
+
+  /** The identity of a registered session. */
+  record Identity(String name, long clientId, long secretHi, long secretLo, long ttlMs) {}
+
+  /** A registration sent but not yet answered. */
+  record Pending(String name, long nonce, long ttlMs) {}
+
+  private final Path file;
+  private FileChannel channel;
+  private Identity identity;
+  private Pending pending;
+  private final TreeMap<Long, Operation> outstanding = new TreeMap<>();
+  private boolean dirty;
+
+  private IdentityJournal(Path file) {
+    this.file = file;
+  }
+
+  /** Opens (or creates) the journal at {@code file} and replays it. */
+  static IdentityJournal open(Path file) throws IOException {
+    IdentityJournal j = new IdentityJournal(file);
+    if (Files.exists(file)) {
+      j.replay(Files.readAllBytes(file));
+    }
+    j.rewrite();
+    return j;
+  }
+
+  Identity identity() {
+    return identity;
+  }
+
+  Pending pending() {
+    return pending;
+  }
+
+  /** Requests sent and not answered, by number. */
+  SortedMap<Long, Operation> outstanding() {
+    return Collections.unmodifiableSortedMap(outstanding);
+  }
+
+  /** Durably records a registration attempt before it is sent. */
+  void pendingRegistration(String name, long nonce, long ttlMs) {
+    pending = new Pending(name, nonce, ttlMs);
+    append(
+        PENDING,
+        out -> {
+          writeString(out, name);
+          out.writeLong(nonce);
+          out.writeLong(ttlMs);
+        });
+    sync();
+  }
+
+  /** Durably records a granted session; forgets requests of any earlier session. */
+  void identity(Identity id) {
+    identity = id;
+    pending = null;
+    outstanding.clear();
+    rewrite();
+  }
+
+  /** Forgets the identity: the session is gone. */
+  void forget() {
+    identity = null;
+    pending = null;
+    outstanding.clear();
+    rewrite();
+  }
+
+  /** Records requests about to be sent; durable when this returns. */
+  void sent(Map<Long, Operation> requests) {
+    for (Map.Entry<Long, Operation> r : requests.entrySet()) {
+      outstanding.put(r.getKey(), r.getValue());
+      byte[] op = r.getValue().toByteArray();
+      append(
+          SENT,
+          out -> {
+            out.writeLong(r.getKey());
+            out.writeInt(op.length);
+            out.write(op);
+          });
+    }
+    sync();
+  }
+
+  /** Records an answered request. Made durable with the next {@link #sync()}. */
+  void done(long seq) {
+    if (outstanding.remove(seq) != null) {
+      append(DONE, out -> out.writeLong(seq));
+      dirty = true;
+    }
+  }
+
+  /** Forces what was appended to disk; compacts a large file. */
+  void sync() {
+    try {
+      channel.force(false);
+      dirty = false;
+      if (channel.size() > COMPACT_BYTES) {
+        rewrite();
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException("identity journal " + file + ": " + e.getMessage(), e);
+    }
+  }
+
+  /** Whether answered requests are recorded but not yet durable. */
+  boolean dirty() {
+    return dirty;
+  }
+
+  @Override
+  public void close() throws IOException {
+    if (channel != null) {
+      channel.force(false);
+      channel.close();
+    }
+  }
+
+  // ---- encoding ----
+
+  private interface Body {
+    void write(DataOutputStream out) throws IOException;
+  }
+
+  private void append(byte type, Body body) {
+    try {
+      channel.write(ByteBuffer.wrap(record(type, body)));
+    } catch (IOException e) {
+      throw new UncheckedIOException("identity journal " + file + ": " + e.getMessage(), e);
+    }
+  }
+
+  private static byte[] record(byte type, Body body) throws IOException {
+    ByteArrayOutputStream payload = new ByteArrayOutputStream();
+    DataOutputStream p = new DataOutputStream(payload);
+    p.writeByte(type);
+    body.write(p);
+    byte[] bytes = payload.toByteArray();
+    CRC32C crc = new CRC32C();
+    crc.update(bytes);
+    ByteBuffer rec = ByteBuffer.allocate(8 + bytes.length);
+    rec.putInt(bytes.length).putInt((int) crc.getValue()).put(bytes);
+    return rec.array();
+  }
+
+  /** Writes the live records to a new file and renames it over the old one, atomically. */
+  private void rewrite() {
+    try {
+      if (channel != null) {
+        channel.close();
+      }
+      Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
+      ByteArrayOutputStream all = new ByteArrayOutputStream();
+      if (pending != null) {
+        Pending p = pending;
+        all.write(
+            record(
+                PENDING,
+                out -> {
+                  writeString(out, p.name());
+                  out.writeLong(p.nonce());
+                  out.writeLong(p.ttlMs());
+                }));
+      }
+      if (identity != null) {
+        Identity id = identity;
+        all.write(
+            record(
+                IDENTITY,
+                out -> {
+                  writeString(out, id.name());
+                  out.writeLong(id.clientId());
+                  out.writeLong(id.secretHi());
+                  out.writeLong(id.secretLo());
+                  out.writeLong(id.ttlMs());
+                }));
+      }
+      for (Map.Entry<Long, Operation> r : outstanding.entrySet()) {
+        byte[] op = r.getValue().toByteArray();
+        all.write(
+            record(
+                SENT,
+                out -> {
+                  out.writeLong(r.getKey());
+                  out.writeInt(op.length);
+                  out.write(op);
+                }));
+      }
+      Path parent = file.toAbsolutePath().getParent();
+      if (parent != null) {
+        Files.createDirectories(parent);
+      }
+      try (FileChannel c =
+          FileChannel.open(
+              tmp,
+              StandardOpenOption.CREATE,
+              StandardOpenOption.TRUNCATE_EXISTING,
+              StandardOpenOption.WRITE)) {
+        c.write(ByteBuffer.wrap(all.toByteArray()));
+        c.force(true);
+      }
+      Files.move(tmp, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+      channel = FileChannel.open(file, StandardOpenOption.WRITE, StandardOpenOption.APPEND);
+      dirty = false;
+    } catch (IOException e) {
+      throw new UncheckedIOException("identity journal " + file + ": " + e.getMessage(), e);
+    }
+  }
+
+  private void replay(byte[] bytes) throws IOException {
+    ByteBuffer buf = ByteBuffer.wrap(bytes);
+    while (buf.remaining() >= 8) {
+      int len = buf.getInt();
+      int crc = buf.getInt();
+      if (len < 1 || len > MAX_RECORD || len > buf.remaining()) {
+        return; // a torn tail
+      }
+      byte[] payload = new byte[len];
+      buf.get(payload);
+      CRC32C c = new CRC32C();
+      c.update(payload);
+      if ((int) c.getValue() != crc) {
+        return; // a torn or corrupt tail
+      }
+      apply(new DataInputStream(new java.io.ByteArrayInputStream(payload)));
+    }
+  }
+
+  private void apply(DataInputStream in) throws IOException {
+    switch (in.readByte()) {
+      case PENDING -> pending = new Pending(readString(in), in.readLong(), in.readLong());
+      case IDENTITY -> {
+        identity =
+            new Identity(
+                readString(in), in.readLong(), in.readLong(), in.readLong(), in.readLong());
+        pending = null;
+        outstanding.clear();
+      }
+      case SENT -> {
+        long seq = in.readLong();
+        byte[] op = in.readNBytes(in.readInt());
+        try {
+          outstanding.put(seq, Operation.parseFrom(op));
+        } catch (InvalidProtocolBufferException e) {
+          throw new IOException("identity journal " + file + ": bad operation record", e);
+        }
+      }
+      case DONE -> outstanding.remove(in.readLong());
+      default -> throw new IOException("identity journal " + file + ": unknown record type");
+    }
+  }
+
+  private static void writeString(DataOutputStream out, String s) throws IOException {
+    byte[] b = s.getBytes(StandardCharsets.UTF_8);
+    out.writeInt(b.length);
+    out.write(b);
+  }
+
+  private static String readString(DataInputStream in) throws IOException {
+    return new String(in.readNBytes(in.readInt()), StandardCharsets.UTF_8);
+  }
+
+  /** For tests: the numbers of the outstanding requests. */
+  List<Long> outstandingNumbers() {
+    return List.copyOf(outstanding.keySet());
+  }
+}

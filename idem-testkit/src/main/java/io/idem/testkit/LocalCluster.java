@@ -1,0 +1,233 @@
+package io.idem.testkit;
+
+import io.idem.server.IdemServer;
+import io.idem.server.ServerConfig;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.UnaryOperator;
+import java.util.stream.Stream;
+
+/**
+ * {@code n} Idem nodes in this JVM, on loopback ports chosen at start and kept across restarts,
+ * each with its own data directory. Nodes can be killed (closed), restarted from their data, or
+ * wiped and restarted so that they rejoin through snapshot install.
+ */
+public final class LocalCluster implements AutoCloseable {
+  private final Path baseDir;
+  private final List<ServerConfig.Peer> peers;
+  private final UnaryOperator<ServerConfig.Builder> tuning;
+  private final IdemServer[] nodes;
+
+  private LocalCluster(int n, Path baseDir, UnaryOperator<ServerConfig.Builder> tuning) {
+    if (n < 1 || n > 9) {
+      throw new IllegalArgumentException("a local cluster has 1 to 9 nodes, got " + n);
+    }
+    this.baseDir = baseDir;
+    this.tuning = tuning;
+    List<ServerConfig.Peer> p = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      p.add(
+          new ServerConfig.Peer(
+              "n" + (i + 1), "127.0.0.1:" + freePort(), "127.0.0.1:" + freePort()));
+    }
+    this.peers = List.copyOf(p);
+    this.nodes = new IdemServer[n];
+  }
+
+  /** Starts {@code n} nodes under {@code baseDir} with default settings. */
+  public static LocalCluster start(int n, Path baseDir) {
+    return start(n, baseDir, b -> b);
+  }
+
+  /** Starts {@code n} nodes; {@code tuning} adjusts every node's configuration. */
+  public static LocalCluster start(
+      int n, Path baseDir, UnaryOperator<ServerConfig.Builder> tuning) {
+    LocalCluster c = new LocalCluster(n, baseDir, tuning);
+    try {
+      for (int i = 0; i < n; i++) {
+        c.restart(i);
+      }
+    } catch (RuntimeException e) {
+      c.close();
+      throw e;
+    }
+    return c;
+  }
+
+  /** How many nodes the cluster has (live or not). */
+  public int size() {
+    return nodes.length;
+  }
+
+  /** Client addresses of all nodes, host:port. */
+  public List<String> clientAddresses() {
+    return peers.stream().map(ServerConfig.Peer::clientAddress).toList();
+  }
+
+  /** Client address of node {@code i}. */
+  public String clientAddress(int i) {
+    return peers.get(i).clientAddress();
+  }
+
+  /** Node {@code i}, or {@code null} while it is down. */
+  public IdemServer node(int i) {
+    return nodes[i];
+  }
+
+  /** Whether node {@code i} runs. */
+  public boolean isUp(int i) {
+    return nodes[i] != null;
+  }
+
+  /** Stops node {@code i} (its data stays). */
+  public void kill(int i) {
+    IdemServer s = nodes[i];
+    nodes[i] = null;
+    if (s != null) {
+      try {
+        s.close();
+      } catch (IOException e) {
+        throw new UncheckedIOException(e);
+      }
+    }
+  }
+
+  /** Starts node {@code i} from its data directory (snapshot and log). */
+  public void restart(int i) {
+    if (nodes[i] != null) {
+      throw new IllegalStateException("node " + i + " is running");
+    }
+    ServerConfig.Builder b =
+        ServerConfig.builder()
+            .id(peers.get(i).id())
+            .dataDir(baseDir.resolve(peers.get(i).id()))
+            .peers(peers);
+    try {
+      nodes[i] = IdemServer.start(tuning.apply(b).build());
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  /** Stops node {@code i}, deletes its data, and starts it empty: it rejoins via the leader. */
+  public void wipeAndRestart(int i) {
+    kill(i);
+    Path dir = baseDir.resolve(peers.get(i).id());
+    if (Files.exists(dir)) {
+      try (Stream<Path> files = Files.walk(dir)) {
+        for (Path p : files.sorted(Comparator.reverseOrder()).toList()) {
+          Files.delete(p);
+        }
+      } catch (IOException e) {
+        throw new UncheckedIOException(e);
+      }
+    }
+    restart(i);
+  }
+
+  /**
+   * Waits until a live node leads and returns its index.
+   *
+   * @throws AssertionError if none does within {@code timeout}
+   */
+  public int waitForLeader(Duration timeout) {
+    return Eventually.get(
+        "a leader among live nodes",
+        timeout,
+        () -> {
+          for (int i = 0; i < nodes.length; i++) {
+            if (nodes[i] != null && nodes[i].isLeader()) {
+              return i;
+            }
+          }
+          return null;
+        });
+  }
+
+  /** Digest of every live node, by node id. */
+  public Map<String, String> digests() {
+    Map<String, String> d = new LinkedHashMap<>();
+    for (int i = 0; i < nodes.length; i++) {
+      if (nodes[i] != null) {
+        d.put(peers.get(i).id(), nodes[i].digest());
+      }
+    }
+    return d;
+  }
+
+  /**
+   * Waits until every live node has applied the same entry and their digests are equal, and returns
+   * that digest.
+   *
+   * @throws AssertionError naming the digests if they do not converge within {@code timeout}
+   */
+  public String awaitEqualDigests(Duration timeout) {
+    return Eventually.get(
+        "equal digests on all live nodes",
+        timeout,
+        () -> {
+          long index = -1;
+          String digest = null;
+          for (IdemServer s : nodes) {
+            if (s == null) {
+              continue;
+            }
+            long before = s.appliedIndex();
+            String d = s.digest();
+            if (s.appliedIndex() != before || (index >= 0 && before != index)) {
+              return null; // still applying, or not caught up yet
+            }
+            if (digest != null && !digest.equals(d)) {
+              return null;
+            }
+            index = before;
+            digest = d;
+          }
+          return digest;
+        },
+        () -> "digests " + digests() + ", applied " + appliedIndexes());
+  }
+
+  /** Applied index of every live node. */
+  public Map<String, Long> appliedIndexes() {
+    Map<String, Long> m = new LinkedHashMap<>();
+    for (int i = 0; i < nodes.length; i++) {
+      if (nodes[i] != null) {
+        m.put(peers.get(i).id(), nodes[i].appliedIndex());
+      }
+    }
+    return m;
+  }
+
+  /** Stops every node. */
+  @Override
+  public void close() {
+    for (int i = 0; i < nodes.length; i++) {
+      try {
+        kill(i);
+      } catch (RuntimeException e) {
+        // keep closing the others
+      }
+    }
+  }
+
+  /**
+   * A free loopback port (bound and released; a race with other processes is possible but rare).
+   */
+  public static int freePort() {
+    try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      return s.getLocalPort();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+}

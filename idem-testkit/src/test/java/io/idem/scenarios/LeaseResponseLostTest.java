@@ -1,0 +1,67 @@
+package io.idem.scenarios;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.idem.client.DuplicateLeaseException;
+import io.idem.client.IdemClient;
+import io.idem.testkit.Eventually;
+import io.idem.testkit.FaultProxy;
+import io.idem.testkit.LocalCluster;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The seeds' lease story: a client grants a lease, the response is lost, the client retries. With
+ * the Idempotent Receiver, the retry gets the original success, not DUPLICATE_LEASE; a different
+ * client does get DUPLICATE_LEASE.
+ */
+@Timeout(120)
+class LeaseResponseLostTest {
+  @TempDir Path dir;
+
+  @Test
+  void retryAfterLostResponseGetsTheOriginalSuccess() throws Exception {
+    try (LocalCluster cluster = LocalCluster.start(3, dir)) {
+      int leader = cluster.waitForLeader(Duration.ofSeconds(30));
+      try (FaultProxy proxy = FaultProxy.start(cluster.clientAddress(leader));
+          IdemClient owner =
+              IdemClient.builder()
+                  .servers(List.of(proxy.address()))
+                  .stallTimeout(Duration.ofSeconds(30))
+                  .build();
+          IdemClient other = IdemClient.builder().servers(cluster.clientAddresses()).build()) {
+        owner.put("warmup", "x"); // the session exists before the fault
+
+        proxy.blackholeResponses();
+        CompletableFuture<Long> grant =
+            owner.grantLeaseAsync("leader-lock", Duration.ofSeconds(30));
+        // The grant is applied on the leader, but its answer is swallowed.
+        Eventually.until(
+            "the lease applied",
+            Duration.ofSeconds(20),
+            () -> cluster.node(leader).status().getLeases() == 1);
+        assertThat(proxy.swallowedBytes()).isPositive();
+        assertThat(grant).isNotDone();
+
+        proxy.passResponses();
+        proxy.resetConnections(); // the client notices, reconnects, resends the same number
+        long expiry = grant.get(30, TimeUnit.SECONDS);
+        assertThat(expiry).isPositive();
+        assertThat(owner.duplicatesSeen()).isEqualTo(1);
+        assertThat(owner.retries()).isPositive();
+
+        assertThatThrownBy(() -> other.grantLease("leader-lock", Duration.ofSeconds(30)))
+            .isInstanceOf(DuplicateLeaseException.class);
+        assertThat(cluster.node(leader).status().getDuplicatesSuppressed()).isEqualTo(1);
+      }
+      cluster.awaitEqualDigests(Duration.ofSeconds(20));
+    }
+  }
+}
