@@ -73,6 +73,7 @@ final class ClientSession implements AutoCloseable {
   private long secretLo;
   private long nextSeq = 1;
   private long registrationNonce;
+  private int window;
 
   // Connection.
   private int serverIndex;
@@ -233,6 +234,10 @@ final class ClientSession implements AutoCloseable {
         epoch = reply.getEpoch();
         secretHi = reply.getSecretHi();
         secretLo = reply.getSecretLo();
+        window =
+            reply.getWindow() > 0
+                ? Math.min(settings.window(), reply.getWindow())
+                : settings.window();
         if (!req.getResume()) {
           nextSeq = reply.getNextSeq();
           if (journal != null) {
@@ -344,7 +349,7 @@ final class ClientSession implements AutoCloseable {
     }
     LinkedHashMap<Long, Operation> batch = new LinkedHashMap<>();
     List<Call> sending = new ArrayList<>();
-    while (!waiting.isEmpty() && nextSeq - lowestUnanswered() < settings.window()) {
+    while (!waiting.isEmpty() && nextSeq - lowestUnanswered() < window) {
       Call c = waiting.poll();
       c.seq = nextSeq++;
       outstanding.put(c.seq, c);

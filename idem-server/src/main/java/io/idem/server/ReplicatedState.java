@@ -148,6 +148,7 @@ final class ReplicatedState {
           .setNextSeq(g.nextSeq())
           .setSecretHi(g.secretHi())
           .setSecretLo(g.secretLo())
+          .setWindow(sessions.config().window())
           .build();
     }
     RejectCode code = ((Registration.Refused) r).code();
