@@ -96,6 +96,18 @@ public final class IdemServer implements AutoCloseable {
     return stateMachine.inspect(s -> s.appliedIndex);
   }
 
+  /**
+   * The first index still in this node's log. Above 1 once the log was purged behind a snapshot: a
+   * node that lacks the entries below it can only catch up through snapshot install.
+   */
+  public long logStartIndex() {
+    try {
+      return raft.logStartIndex();
+    } catch (IOException e) {
+      return -1;
+    }
+  }
+
   /** A digest of the replicated state; equal on replicas that applied the same entries. */
   public String digest() {
     return stateMachine.inspect(StateSnapshot::digest);

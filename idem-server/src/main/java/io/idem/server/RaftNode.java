@@ -197,6 +197,11 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
     return info();
   }
 
+  /** The first index still in the local log (above 0 once purged behind a snapshot). */
+  long logStartIndex() throws IOException {
+    return server.getDivision(GROUP_ID).getRaftLog().getStartIndex();
+  }
+
   List<RaftPeer> peers() {
     return List.copyOf(group.getPeers());
   }

@@ -1,0 +1,127 @@
+package io.idem.testkit;
+
+import io.grpc.ManagedChannel;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.grpc.stub.StreamObserver;
+import io.idem.proto.ClientFrame;
+import io.idem.proto.Hello;
+import io.idem.proto.IdemGrpc;
+import io.idem.proto.Operation;
+import io.idem.proto.RegisterReply;
+import io.idem.proto.RegisterRequest;
+import io.idem.proto.Request;
+import io.idem.proto.ServerFrame;
+import io.idem.proto.SessionKeepAlive;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The client protocol by hand, for tests that must send exactly the frames they choose (a duplicate
+ * to a new leader, a wrong secret, a session left without keep-alives). {@link
+ * io.idem.client.IdemClient} is the real client.
+ */
+public final class RawSession implements AutoCloseable {
+  private final ManagedChannel channel;
+  private final LinkedBlockingQueue<ServerFrame> frames = new LinkedBlockingQueue<>();
+  private StreamObserver<ClientFrame> stream;
+
+  /** A connection to {@code address} (host:port); nothing is sent yet. */
+  public RawSession(String address) {
+    int colon = address.lastIndexOf(':');
+    this.channel =
+        NettyChannelBuilder.forAddress(
+                address.substring(0, colon), Integer.parseInt(address.substring(colon + 1)))
+            .usePlaintext()
+            .build();
+  }
+
+  /** Sends a Register RPC and returns the reply. */
+  public RegisterReply register(RegisterRequest request) {
+    return IdemGrpc.newBlockingStub(channel)
+        .withDeadlineAfter(10, TimeUnit.SECONDS)
+        .register(request);
+  }
+
+  /** Opens the session stream and sends the Hello of {@code session}. */
+  public void open(long clientId, long epoch, long secretHi, long secretLo) {
+    stream =
+        IdemGrpc.newStub(channel)
+            .session(
+                new StreamObserver<>() {
+                  @Override
+                  public void onNext(ServerFrame f) {
+                    frames.add(f);
+                  }
+
+                  @Override
+                  public void onError(Throwable t) {}
+
+                  @Override
+                  public void onCompleted() {}
+                });
+    stream.onNext(
+        ClientFrame.newBuilder()
+            .setHello(
+                Hello.newBuilder()
+                    .setClientId(clientId)
+                    .setEpoch(epoch)
+                    .setSecretHi(secretHi)
+                    .setSecretLo(secretLo))
+            .build());
+  }
+
+  /** {@link #open(long, long, long, long)} with a registration's grant. */
+  public void open(RegisterReply grant) {
+    open(grant.getClientId(), grant.getEpoch(), grant.getSecretHi(), grant.getSecretLo());
+  }
+
+  /** Sends request {@code seq} with {@code ack}. */
+  public void send(long seq, long ack, Operation op) {
+    stream.onNext(
+        ClientFrame.newBuilder()
+            .setRequest(Request.newBuilder().setSeq(seq).setAck(ack).setOp(op))
+            .build());
+  }
+
+  /** Sends a keep-alive with {@code ack}. */
+  public void keepAlive(long ack) {
+    stream.onNext(
+        ClientFrame.newBuilder().setKeepAlive(SessionKeepAlive.newBuilder().setAck(ack)).build());
+  }
+
+  /** The next frame from the server, or an AssertionError after 10 s. */
+  public ServerFrame next() {
+    try {
+      ServerFrame f = frames.poll(10, TimeUnit.SECONDS);
+      if (f == null) {
+        throw new AssertionError("no frame from the server within 10 s");
+      }
+      return f;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new AssertionError("interrupted", e);
+    }
+  }
+
+  /** The next frame answering request {@code seq}, skipping keep-alive answers (seq 0). */
+  public ServerFrame answerTo(long seq) {
+    while (true) {
+      ServerFrame f = next();
+      if (f.getSeq() == seq) {
+        return f;
+      }
+    }
+  }
+
+  @Override
+  public void close() {
+    if (stream != null) {
+      try {
+        stream.onCompleted();
+      } catch (RuntimeException ignored) {
+        // the channel goes away anyway
+      }
+    }
+    channel.shutdownNow();
+  }
+}
