@@ -84,12 +84,15 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
     RaftServerConfigKeys.Snapshot.setAutoTriggerThreshold(p, c.snapshotEveryEntries());
     RaftServerConfigKeys.Snapshot.setRetentionFileNum(p, c.snapshotsRetained());
     RaftServerConfigKeys.Log.setPurgeUptoSnapshotIndex(p, true);
+    RaftServerConfigKeys.Log.setSegmentSizeMax(p, SizeInBytes.valueOf(c.logSegmentBytes()));
     RaftServerConfigKeys.Log.setPurgeGap(
         p, (int) Math.min(Integer.MAX_VALUE, c.snapshotEveryEntries()));
     // An entry holds up to maxBatchBytes of commands (or one value at the limit); the appender
     // ships whole entries, and Ratis wants the gRPC message limit 1 MiB above the appender's.
     long entryMax = Math.max(c.maxBatchBytes(), c.limits().maxValueBytes()) * 2L;
     RaftServerConfigKeys.Log.Appender.setBufferByteLimit(p, SizeInBytes.valueOf(entryMax));
+    // Snapshot install ships the file in chunks; each chunk must fit in a gRPC message too.
+    RaftServerConfigKeys.Log.Appender.setSnapshotChunkSizeMax(p, SizeInBytes.valueOf(entryMax));
     GrpcConfigKeys.setMessageSizeMax(p, SizeInBytes.valueOf(entryMax + (1 << 20)));
     return p;
   }

@@ -23,6 +23,8 @@ import java.util.List;
  * @param maxQueuedCommands commands waiting on the leader before new ones get OVERLOADED
  * @param snapshotEveryEntries take a snapshot after this many applied entries
  * @param snapshotsRetained how many snapshot files to keep
+ * @param logSegmentBytes size of a Raft log segment; only closed segments are purged behind a
+ *     snapshot
  */
 public record ServerConfig(
     String id,
@@ -38,7 +40,8 @@ public record ServerConfig(
     int maxInFlightBatches,
     int maxQueuedCommands,
     long snapshotEveryEntries,
-    int snapshotsRetained) {
+    int snapshotsRetained,
+    long logSegmentBytes) {
 
   /** Default client address. */
   public static final String DEFAULT_CLIENT_ADDRESS = "127.0.0.1:7001";
@@ -113,6 +116,10 @@ public record ServerConfig(
     positive("maxQueuedCommands", maxQueuedCommands);
     positive("snapshotEveryEntries", snapshotEveryEntries);
     positive("snapshotsRetained", snapshotsRetained);
+    if (logSegmentBytes < 4096) {
+      throw new IllegalArgumentException(
+          "logSegmentBytes must be at least 4096, got " + logSegmentBytes);
+    }
   }
 
   /** This node's own peer entry. */
@@ -164,6 +171,7 @@ public record ServerConfig(
     private int maxQueuedCommands = 100_000;
     private long snapshotEveryEntries = 10_000;
     private int snapshotsRetained = 2;
+    private long logSegmentBytes = 8L << 20;
 
     private Builder() {}
 
@@ -233,6 +241,11 @@ public record ServerConfig(
       return this;
     }
 
+    public Builder logSegmentBytes(long n) {
+      this.logSegmentBytes = n;
+      return this;
+    }
+
     /**
      * Returns the configuration.
      *
@@ -253,7 +266,8 @@ public record ServerConfig(
           maxInFlightBatches,
           maxQueuedCommands,
           snapshotEveryEntries,
-          snapshotsRetained);
+          snapshotsRetained,
+          logSegmentBytes);
     }
   }
 }
