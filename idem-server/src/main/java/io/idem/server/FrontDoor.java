@@ -173,10 +173,19 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
         endWith(Code.NOT_LEADER, "not the leader");
         return;
       }
-      if (!stateMachine.authenticate(h.getClientId(), h.getSecretHi(), h.getSecretLo())) {
-        // Unknown sessions and wrong secrets look alike, so that ids cannot be probed.
-        endWith(Code.UNAUTHENTICATED, "unknown session or wrong secret");
-        return;
+      switch (stateMachine.authenticate(h.getClientId(), h.getSecretHi(), h.getSecretLo())) {
+        case UNKNOWN_SESSION -> {
+          // Expired (or never existed): the client must register anew, not give up.
+          endWith(
+              Code.SESSION_EXPIRED,
+              "no session " + h.getClientId() + ": it expired or never existed");
+          return;
+        }
+        case WRONG_SECRET -> {
+          endWith(Code.UNAUTHENTICATED, "wrong secret for session " + h.getClientId());
+          return;
+        }
+        case OK -> {}
       }
       hello = h;
     }

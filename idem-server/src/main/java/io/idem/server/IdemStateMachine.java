@@ -170,10 +170,22 @@ final class IdemStateMachine extends BaseStateMachine {
     return last.getIndex();
   }
 
+  /** The outcome of the front door's secret check. */
+  enum Authentication {
+    OK,
+    UNKNOWN_SESSION,
+    WRONG_SECRET
+  }
+
   /** The front door's secret check, before anything reaches the log. */
-  boolean authenticate(long clientId, long secretHi, long secretLo) {
+  Authentication authenticate(long clientId, long secretHi, long secretLo) {
     synchronized (lock) {
-      return state.sessions.authenticate(clientId, secretHi, secretLo);
+      if (state.sessions.session(clientId).isEmpty()) {
+        return Authentication.UNKNOWN_SESSION;
+      }
+      return state.sessions.authenticate(clientId, secretHi, secretLo)
+          ? Authentication.OK
+          : Authentication.WRONG_SECRET;
     }
   }
 

@@ -3,7 +3,6 @@ package io.idem.scenarios;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.idem.client.IdemClient;
-import io.idem.proto.Code;
 import io.idem.proto.Increment;
 import io.idem.proto.Operation;
 import io.idem.proto.RegisterReply;
@@ -58,23 +57,11 @@ class SnapshotRecoveryTest {
             3,
             dir,
             b -> b.snapshotEveryEntries(20).snapshotsRetained(2).logSegmentBytes(16 * 1024))) {
-      int leader = cluster.waitForLeader(Duration.ofSeconds(30));
-      RegisterRequest registration =
-          RegisterRequest.newBuilder().setTtlMs(600_000).setNonce(42).build();
-      // Leadership may still move right after the first election: retry (same nonce) until a
-      // leader takes the registration.
-      RegisterReply grant = null;
-      for (int attempt = 0; attempt < 20; attempt++) {
-        leader = cluster.waitForLeader(Duration.ofSeconds(30));
-        try (RawSession probe = new RawSession(cluster.clientAddress(leader))) {
-          grant = probe.register(registration);
-        }
-        if (grant.getCode() == Code.OK) {
-          break;
-        }
-        Thread.sleep(100);
-      }
-      assertThat(grant.getCode()).isEqualTo(Code.OK);
+      Sessions.Registered reg =
+          Sessions.register(
+              cluster, RegisterRequest.newBuilder().setTtlMs(600_000).setNonce(42).build());
+      int leader = reg.leader();
+      RegisterReply grant = reg.grant();
       try (RawSession raw = new RawSession(cluster.clientAddress(leader))) {
         raw.open(grant);
         raw.send(1, 1, incr("mine"));
