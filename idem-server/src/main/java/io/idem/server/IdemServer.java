@@ -6,6 +6,7 @@ import io.idem.proto.Member;
 import io.idem.proto.StatusReply;
 import java.io.IOException;
 import java.net.InetSocketAddress;
+import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 import org.apache.ratis.protocol.RaftPeer;
 import org.apache.ratis.server.DivisionInfo;
@@ -106,6 +107,15 @@ public final class IdemServer implements AutoCloseable {
     } catch (IOException e) {
       return -1;
     }
+  }
+
+  /**
+   * If this node leads, hands leadership to node {@code peerId} (which should be caught up).
+   *
+   * @throws IOException if the transfer fails or times out
+   */
+  public void transferLeadership(String peerId, Duration timeout) throws IOException {
+    raft.transferLeadership(peerId, timeout.toMillis());
   }
 
   /** A digest of the replicated state; equal on replicas that applied the same entries. */

@@ -200,6 +200,37 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
     return info();
   }
 
+  /**
+   * Asks this node, if it leads, to hand leadership to {@code peerId}; waits up to {@code
+   * timeoutMs}.
+   */
+  void transferLeadership(String peerId, long timeoutMs) throws IOException {
+    org.apache.ratis.protocol.TransferLeadershipRequest request =
+        new org.apache.ratis.protocol.TransferLeadershipRequest(
+            clientId,
+            server.getId(),
+            GROUP_ID,
+            callId.incrementAndGet(),
+            RaftPeerId.valueOf(peerId),
+            timeoutMs);
+    RaftClientReply reply;
+    try {
+      reply =
+          server
+              .transferLeadershipAsync(request)
+              .get(timeoutMs + 5_000, java.util.concurrent.TimeUnit.MILLISECONDS);
+    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+      throw new IOException("leadership transfer to " + peerId + " failed: " + e, e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("interrupted", e);
+    }
+    if (!reply.isSuccess()) {
+      throw new IOException(
+          "leadership transfer to " + peerId + " refused: " + reply.getException());
+    }
+  }
+
   /** The first index still in the local log (above 0 once purged behind a snapshot). */
   long logStartIndex() throws IOException {
     return server.getDivision(GROUP_ID).getRaftLog().getStartIndex();

@@ -118,8 +118,24 @@ public final class LocalCluster implements AutoCloseable {
     }
   }
 
-  /** Stops node {@code i}, deletes its data, and starts it empty: it rejoins via the leader. */
+  /**
+   * Stops node {@code i}, deletes its data, and starts it empty, so that it rejoins through
+   * snapshot install.
+   *
+   * <p>Raft assumes a node never loses its log, and Ratis's leader keeps the wiped node's old match
+   * index: it would probe the empty node from that index forever instead of installing a snapshot
+   * (Ratis {@code LogAppenderBase.getNextIndexForInconsistency}). A new leader starts without that
+   * memory, so if another node led while {@code i} was wiped, leadership is moved to a third node
+   * (or, without one, that leader is restarted). The same procedure applies to a production node
+   * that lost its disk.
+   */
   public void wipeAndRestart(int i) {
+    int leaderBefore = -1;
+    for (int j = 0; j < nodes.length; j++) {
+      if (j != i && nodes[j] != null && nodes[j].isLeader()) {
+        leaderBefore = j;
+      }
+    }
     kill(i);
     Path dir = baseDir.resolve(peers.get(i).id());
     if (Files.exists(dir)) {
@@ -132,6 +148,40 @@ public final class LocalCluster implements AutoCloseable {
       }
     }
     restart(i);
+    if (leaderBefore < 0 || nodes[leaderBefore] == null) {
+      return;
+    }
+    for (int k = 0; k < nodes.length; k++) {
+      if (k != i && k != leaderBefore && nodes[k] != null) {
+        try {
+          nodes[leaderBefore].transferLeadership(peers.get(k).id(), Duration.ofSeconds(10));
+          return;
+        } catch (IOException e) {
+          // try the next candidate, or fall back to a restart below
+        }
+      }
+    }
+    kill(leaderBefore);
+    restart(leaderBefore);
+  }
+
+  /** Moves leadership to node {@code i} (which should be caught up), from whichever node leads. */
+  public void transferLeadershipTo(int i) {
+    Eventually.until(
+        "node " + i + " leads",
+        Duration.ofSeconds(60),
+        () -> {
+          if (nodes[i].isLeader()) {
+            return true;
+          }
+          int leader = waitForLeader(Duration.ofSeconds(30));
+          try {
+            nodes[leader].transferLeadership(peers.get(i).id(), Duration.ofSeconds(10));
+          } catch (IOException e) {
+            return false;
+          }
+          return nodes[i].isLeader();
+        });
   }
 
   /**

@@ -84,15 +84,8 @@ class SnapshotRecoveryTest {
         cluster.wipeAndRestart(wiped);
         cluster.awaitEqualDigests(Duration.ofSeconds(60));
 
-        // Make the wiped node the leader: stop the others in turn until it wins an election.
-        for (int attempt = 0; attempt < 10 && !cluster.node(wiped).isLeader(); attempt++) {
-          int current = cluster.waitForLeader(Duration.ofSeconds(30));
-          if (current != wiped) {
-            cluster.kill(current);
-            cluster.waitForLeader(Duration.ofSeconds(30));
-            cluster.restart(current);
-          }
-        }
+        // Make the wiped node the leader.
+        cluster.transferLeadershipTo(wiped);
         assertThat(cluster.node(wiped).isLeader()).as("wiped node leads").isTrue();
 
         try (RawSession again = new RawSession(cluster.clientAddress(wiped))) {
