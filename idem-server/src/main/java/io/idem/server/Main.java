@@ -1,0 +1,146 @@
+package io.idem.server;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * Runs one Idem node until it is stopped (Ctrl-C or SIGTERM). With no flags: a single node storing
+ * in {@code ./idem-data}, clients on 127.0.0.1:7001, Raft on 127.0.0.1:7002. Every flag also reads
+ * an environment variable ({@code IDEM_ID}, {@code IDEM_DATA_DIR}, {@code IDEM_PEERS}, ...).
+ */
+@Command(
+    name = "idem-server",
+    mixinStandardHelpOptions = true,
+    version = "idem-server 0.1.0",
+    description = "Runs one node of an Idem cluster (exactly-once KV store with leases).")
+public final class Main implements Callable<Integer> {
+
+  @Option(
+      names = "--id",
+      defaultValue = "${env:IDEM_ID:-n1}",
+      description = "This node's id; must be one of --peers. Default: ${DEFAULT-VALUE}.")
+  String id;
+
+  @Option(
+      names = "--data-dir",
+      defaultValue = "${env:IDEM_DATA_DIR:-idem-data}",
+      description = "Where the node keeps its Raft log and snapshots. Default: ${DEFAULT-VALUE}.")
+  Path dataDir;
+
+  @Option(
+      names = "--client-address",
+      defaultValue = "${env:IDEM_CLIENT_ADDRESS:-" + ServerConfig.DEFAULT_CLIENT_ADDRESS + "}",
+      description =
+          "host:port for clients (single node only; with --peers it comes from the peer list). Default: ${DEFAULT-VALUE}.")
+  String clientAddress;
+
+  @Option(
+      names = "--raft-address",
+      defaultValue = "${env:IDEM_RAFT_ADDRESS:-" + ServerConfig.DEFAULT_RAFT_ADDRESS + "}",
+      description =
+          "host:port for Raft between nodes (single node only). Default: ${DEFAULT-VALUE}.")
+  String raftAddress;
+
+  @Option(
+      names = "--peers",
+      defaultValue = "${env:IDEM_PEERS:-}",
+      description =
+          "Every member, comma-separated, as id=host:raftPort:clientPort, for example"
+              + " n1=127.0.0.1:7002:7001,n2=127.0.0.1:7012:7011,n3=127.0.0.1:7022:7021.")
+  String peers;
+
+  @Option(
+      names = "--tick-ms",
+      defaultValue = "${env:IDEM_TICK_MS:-500}",
+      description = "How often an idle leader advances log time. Default: ${DEFAULT-VALUE}.")
+  long tickMs;
+
+  @Option(
+      names = "--snapshot-every",
+      defaultValue = "${env:IDEM_SNAPSHOT_EVERY:-10000}",
+      description = "Snapshot after this many log entries. Default: ${DEFAULT-VALUE}.")
+  long snapshotEvery;
+
+  /** Builds the configuration the flags describe. */
+  ServerConfig config() {
+    List<ServerConfig.Peer> list = new ArrayList<>();
+    if (peers == null || peers.isBlank()) {
+      list.add(new ServerConfig.Peer(id, raftAddress, clientAddress));
+    } else {
+      for (String spec : peers.split(",")) {
+        if (!spec.isBlank()) {
+          list.add(ServerConfig.Peer.parse(spec.trim()));
+        }
+      }
+    }
+    return ServerConfig.builder()
+        .id(id)
+        .dataDir(dataDir)
+        .peers(list)
+        .tickIntervalMs(tickMs)
+        .snapshotEveryEntries(snapshotEvery)
+        .build();
+  }
+
+  @Override
+  public Integer call() throws Exception {
+    ServerConfig config;
+    try {
+      config = config();
+    } catch (IllegalArgumentException e) {
+      System.err.println("idem-server: " + e.getMessage());
+      return 2;
+    }
+    IdemServer server;
+    try {
+      server = IdemServer.start(config);
+    } catch (java.io.IOException e) {
+      System.err.println("idem-server: " + e.getMessage());
+      return 1;
+    }
+    CountDownLatch stopped = new CountDownLatch(1);
+    Runtime.getRuntime()
+        .addShutdownHook(
+            new Thread(
+                () -> {
+                  try {
+                    server.close();
+                  } catch (Exception e) {
+                    System.err.println("idem-server: stopping: " + e.getMessage());
+                  }
+                  stopped.countDown();
+                },
+                "idem-shutdown"));
+    System.out.println(
+        "idem-server "
+            + config.id()
+            + ": clients on "
+            + config.self().clientAddress()
+            + ", raft on "
+            + config.self().raftAddress()
+            + ", data in "
+            + config.dataDir().toAbsolutePath()
+            + ", "
+            + config.peers().size()
+            + " member(s)");
+    stopped.await();
+    return 0;
+  }
+
+  /** Entry point. */
+  public static void main(String[] args) {
+    CommandLine cli = new CommandLine(new Main());
+    cli.setParameterExceptionHandler(
+        (ex, a) -> {
+          System.err.println("idem-server: " + ex.getMessage() + " (see --help)");
+          return 2;
+        });
+    System.exit(cli.execute(args));
+  }
+}
