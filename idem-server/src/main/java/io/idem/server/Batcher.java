@@ -54,6 +54,10 @@ final class Batcher implements AutoCloseable {
   private long lastStampMs;
   private long lastAppendNanos = System.nanoTime();
   private volatile boolean closed;
+  private final java.util.concurrent.atomic.AtomicLong entries =
+      new java.util.concurrent.atomic.AtomicLong();
+  private final java.util.concurrent.atomic.AtomicLong commands =
+      new java.util.concurrent.atomic.AtomicLong();
 
   Batcher(ReplicatedLog log, Settings settings, LongSupplier wallClock, String name) {
     this.log = log;
@@ -144,6 +148,8 @@ final class Batcher implements AutoCloseable {
     for (Pending p : batch) {
       entry.addCommands(p.command());
     }
+    entries.incrementAndGet();
+    commands.addAndGet(batch.size());
     CompletableFuture<EntryResult> appended;
     try {
       appended = log.append(entry.build());
@@ -176,6 +182,16 @@ final class Batcher implements AutoCloseable {
     for (int i = 0; i < batch.size(); i++) {
       batch.get(i).result().complete(result.getResults(i));
     }
+  }
+
+  /** Entries this batcher appended (ticks included). */
+  long entriesAppended() {
+    return entries.get();
+  }
+
+  /** Commands in those entries. */
+  long commandsAppended() {
+    return commands.get();
   }
 
   /** Fails queued commands as not-leader and stops the thread. */

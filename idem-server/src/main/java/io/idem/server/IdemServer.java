@@ -125,7 +125,11 @@ public final class IdemServer implements AutoCloseable {
 
   /** The node's status, as the {@code Status} RPC reports it. */
   public StatusReply status() {
-    StatusReply.Builder b = StatusReply.newBuilder().setId(config.id());
+    StatusReply.Builder b =
+        StatusReply.newBuilder()
+            .setId(config.id())
+            .setEntriesAppended(batcher.entriesAppended())
+            .setCommandsAppended(batcher.commandsAppended());
     stateMachine.inspect(
         s ->
             b.setAppliedIndex(s.appliedIndex)
