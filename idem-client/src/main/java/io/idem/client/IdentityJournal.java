@@ -85,13 +85,7 @@ final class IdentityJournal implements AutoCloseable {
   /** Durably records a registration attempt before it is sent. */
   void pendingRegistration(String name, long nonce, long ttlMs) {
     pending = new Pending(name, nonce, ttlMs);
-    append(
-        PENDING,
-        out -> {
-          writeString(out, name);
-          out.writeLong(nonce);
-          out.writeLong(ttlMs);
-        });
+    append(PENDING, pendingBody(pending));
     sync();
   }
 
@@ -115,14 +109,7 @@ final class IdentityJournal implements AutoCloseable {
   void sent(Map<Long, Operation> requests) {
     for (Map.Entry<Long, Operation> r : requests.entrySet()) {
       outstanding.put(r.getKey(), r.getValue());
-      byte[] op = r.getValue().toByteArray();
-      append(
-          SENT,
-          out -> {
-            out.writeLong(r.getKey());
-            out.writeInt(op.length);
-            out.write(op);
-          });
+      append(SENT, sentBody(r.getKey(), r.getValue()));
     }
     sync();
   }
@@ -175,6 +162,33 @@ final class IdentityJournal implements AutoCloseable {
     }
   }
 
+  private static Body pendingBody(Pending p) {
+    return out -> {
+      writeString(out, p.name());
+      out.writeLong(p.nonce());
+      out.writeLong(p.ttlMs());
+    };
+  }
+
+  private static Body identityBody(Identity id) {
+    return out -> {
+      writeString(out, id.name());
+      out.writeLong(id.clientId());
+      out.writeLong(id.secretHi());
+      out.writeLong(id.secretLo());
+      out.writeLong(id.ttlMs());
+    };
+  }
+
+  private static Body sentBody(long seq, Operation op) {
+    byte[] bytes = op.toByteArray();
+    return out -> {
+      out.writeLong(seq);
+      out.writeInt(bytes.length);
+      out.write(bytes);
+    };
+  }
+
   private static byte[] record(byte type, Body body) throws IOException {
     ByteArrayOutputStream payload = new ByteArrayOutputStream();
     DataOutputStream p = new DataOutputStream(payload);
@@ -197,39 +211,13 @@ final class IdentityJournal implements AutoCloseable {
       Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
       ByteArrayOutputStream all = new ByteArrayOutputStream();
       if (pending != null) {
-        Pending p = pending;
-        all.write(
-            record(
-                PENDING,
-                out -> {
-                  writeString(out, p.name());
-                  out.writeLong(p.nonce());
-                  out.writeLong(p.ttlMs());
-                }));
+        all.write(record(PENDING, pendingBody(pending)));
       }
       if (identity != null) {
-        Identity id = identity;
-        all.write(
-            record(
-                IDENTITY,
-                out -> {
-                  writeString(out, id.name());
-                  out.writeLong(id.clientId());
-                  out.writeLong(id.secretHi());
-                  out.writeLong(id.secretLo());
-                  out.writeLong(id.ttlMs());
-                }));
+        all.write(record(IDENTITY, identityBody(identity)));
       }
       for (Map.Entry<Long, Operation> r : outstanding.entrySet()) {
-        byte[] op = r.getValue().toByteArray();
-        all.write(
-            record(
-                SENT,
-                out -> {
-                  out.writeLong(r.getKey());
-                  out.writeInt(op.length);
-                  out.write(op);
-                }));
+        all.write(record(SENT, sentBody(r.getKey(), r.getValue())));
       }
       Path parent = file.toAbsolutePath().getParent();
       if (parent != null) {

@@ -4,6 +4,7 @@ import io.grpc.ManagedChannel;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.stub.StreamObserver;
 import io.idem.proto.ClientFrame;
+import io.idem.proto.Code;
 import io.idem.proto.Hello;
 import io.idem.proto.IdemGrpc;
 import io.idem.proto.Operation;
@@ -103,11 +104,14 @@ public final class RawSession implements AutoCloseable {
     }
   }
 
-  /** The next frame answering request {@code seq}, skipping keep-alive answers (seq 0). */
+  /**
+   * The next frame answering request {@code seq}. Keep-alive answers (seq 0, OK) are skipped; a
+   * stream-level refusal (seq 0, any other code) is returned, since no answer will follow it.
+   */
   public ServerFrame answerTo(long seq) {
     while (true) {
       ServerFrame f = next();
-      if (f.getSeq() == seq) {
+      if (f.getSeq() == seq || (f.getSeq() == 0 && f.getResult().getCode() != Code.OK)) {
         return f;
       }
     }
