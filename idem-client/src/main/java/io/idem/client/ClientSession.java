@@ -4,6 +4,7 @@ import io.grpc.ManagedChannel;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.stub.StreamObserver;
 import io.idem.proto.ClientFrame;
+import io.idem.proto.CloseSession;
 import io.idem.proto.Code;
 import io.idem.proto.Hello;
 import io.idem.proto.IdemGrpc;
@@ -614,7 +615,7 @@ final class ClientSession implements AutoCloseable {
     outstanding.clear();
     timer.shutdownNow();
     for (ManagedChannel ch : channels.values()) {
-      ch.shutdownNow();
+      ch.shutdown(); // graceful: frames already written (a Close) still reach the server
     }
     if (journal != null) {
       try {
@@ -625,10 +626,34 @@ final class ClientSession implements AutoCloseable {
     }
   }
 
-  /** Closes the client; calls still in flight fail (their outcome is unknown). */
+  /**
+   * Closes the client; calls still in flight fail (their outcome is unknown). An anonymous session
+   * with nothing in flight is closed on the server too (best effort: otherwise it expires after its
+   * TTL); a named one stays resumable.
+   */
   @Override
-  public synchronized void close() {
-    closeLocked(new IdemException("the client was closed"));
+  public void close() {
+    List<ManagedChannel> toAwait;
+    synchronized (this) {
+      if (journal == null && stream != null && registered && outstanding.isEmpty()) {
+        try {
+          stream.onNext(
+              ClientFrame.newBuilder().setClose(CloseSession.getDefaultInstance()).build());
+        } catch (RuntimeException ignored) {
+          // the session will expire instead
+        }
+      }
+      closeLocked(new IdemException("the client was closed"));
+      toAwait = List.copyOf(channels.values());
+    }
+    for (ManagedChannel ch : toAwait) {
+      try {
+        ch.awaitTermination(1, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      ch.shutdownNow();
+    }
   }
 
   /** Whether a fatal error closed the client. */

@@ -92,6 +92,14 @@ public final class IdemClient implements AutoCloseable {
   }
 
   /**
+   * Writes {@code value} at {@code key}, attached to {@code lease}: the key is deleted when the
+   * lease expires or is revoked. Throws {@link LeaseNotFoundException} if the lease is gone.
+   */
+  public WriteResult put(String key, byte[] value, String lease) {
+    return join(putAsync(key, value, lease));
+  }
+
+  /**
    * Writes {@code value} at {@code key}, attached to {@code lease} (deleted with it), or to none if
    * null. Completes exceptionally with {@link LeaseNotFoundException} if the lease is gone.
    */

@@ -4,6 +4,7 @@ import io.grpc.Status;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
 import io.idem.proto.ClientFrame;
+import io.idem.proto.CloseCmd;
 import io.idem.proto.Code;
 import io.idem.proto.Command;
 import io.idem.proto.CommandResult;
@@ -159,6 +160,17 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
                   .setAck(frame.getKeepAlive().getAck())
                   .build();
           forward(Command.newBuilder().setKeepAlive(cmd).build(), 0);
+        }
+        case CLOSE -> {
+          if (!bound()) {
+            return;
+          }
+          CloseCmd cmd =
+              CloseCmd.newBuilder()
+                  .setClientId(hello.getClientId())
+                  .setEpoch(hello.getEpoch())
+                  .build();
+          forward(Command.newBuilder().setClose(cmd).build(), 0);
         }
         default -> endWith(Code.INVALID_ARGUMENT, "empty frame");
       }

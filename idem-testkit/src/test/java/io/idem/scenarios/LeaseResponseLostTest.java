@@ -62,8 +62,23 @@ class LeaseResponseLostTest {
 
         assertThatThrownBy(() -> other.grantLease("leader-lock", Duration.ofSeconds(30)))
             .isInstanceOf(DuplicateLeaseException.class);
+        // A key under the lease goes with it.
+        owner.put("leader", "me".getBytes(java.nio.charset.StandardCharsets.UTF_8), "leader-lock");
+        assertThat(other.get("leader").orElseThrow().lease()).isEqualTo("leader-lock");
+        owner.revokeLease("leader-lock");
+        assertThat(other.get("leader")).isEmpty();
+        assertThatThrownBy(() -> other.revokeLease("leader-lock"))
+            .isInstanceOf(io.idem.client.LeaseNotFoundException.class);
         assertThat(cluster.node(leader).status().getDuplicatesSuppressed()).isEqualTo(1);
       }
+      // Both clients were anonymous and idle when closed: their sessions are closed, not left to
+      // expire.
+      Eventually.until(
+          "sessions closed",
+          Duration.ofSeconds(10),
+          () ->
+              cluster.node(cluster.waitForLeader(Duration.ofSeconds(10))).status().getLiveSessions()
+                  == 0);
       cluster.awaitEqualDigests(Duration.ofSeconds(20));
     }
   }
