@@ -106,11 +106,14 @@ public final class LocalCluster implements AutoCloseable {
     if (nodes[i] != null) {
       throw new IllegalStateException("node " + i + " is running");
     }
+    // All nodes share one JVM (and, on a small machine, the test's cores): a longer election
+    // timeout than a real deployment's keeps GC and JIT pauses from triggering elections.
     ServerConfig.Builder b =
         ServerConfig.builder()
             .id(peers.get(i).id())
             .dataDir(baseDir.resolve(peers.get(i).id()))
-            .peers(peers);
+            .peers(peers)
+            .electionTimeoutMs(1_000, 2_000);
     try {
       nodes[i] = IdemServer.start(tuning.apply(b).build());
     } catch (IOException e) {
@@ -185,23 +188,37 @@ public final class LocalCluster implements AutoCloseable {
   }
 
   /**
-   * Waits until a live node leads and returns its index.
+   * Waits until a live node has led for {@link #STABLE_LEADERSHIP} in one term, and returns its
+   * index. (Right after start or a failover, leadership can move again within a second.)
    *
-   * @throws AssertionError if none does within {@code timeout}
+   * @throws AssertionError if no leader is stable within {@code timeout}
    */
   public int waitForLeader(Duration timeout) {
+    long[] seen = {-1, -1, 0}; // index, term, since (nanos)
     return Eventually.get(
-        "a leader among live nodes",
+        "a stable leader among live nodes",
         timeout,
         () -> {
           for (int i = 0; i < nodes.length; i++) {
-            if (nodes[i] != null && nodes[i].isLeader()) {
-              return i;
+            IdemServer n = nodes[i];
+            if (n != null && n.isLeader()) {
+              long term = n.status().getTerm();
+              long now = System.nanoTime();
+              if (seen[0] != i || seen[1] != term) {
+                seen[0] = i;
+                seen[1] = term;
+                seen[2] = now;
+              }
+              return now - seen[2] >= STABLE_LEADERSHIP.toNanos() ? i : null;
             }
           }
+          seen[0] = -1;
           return null;
         });
   }
+
+  /** How long a leader must hold its term before {@link #waitForLeader} returns it. */
+  public static final Duration STABLE_LEADERSHIP = Duration.ofMillis(500);
 
   /** Digest of every live node, by node id. */
   public Map<String, String> digests() {
