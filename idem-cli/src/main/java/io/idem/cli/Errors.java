@@ -1,0 +1,28 @@
+package io.idem.cli;
+
+import io.grpc.StatusRuntimeException;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+
+/** Turns any failure into one line for a person: no stack traces on the command line. */
+final class Errors {
+  private Errors() {}
+
+  static String oneLine(Throwable t) {
+    Throwable e = t;
+    while ((e instanceof CompletionException || e instanceof ExecutionException)
+        && e.getCause() != null) {
+      e = e.getCause();
+    }
+    if (e instanceof StatusRuntimeException s) {
+      return "server unreachable or failing: " + s.getStatus().getCode() + describe(s);
+    }
+    String message = e.getMessage();
+    return message == null || message.isBlank() ? e.getClass().getSimpleName() : message;
+  }
+
+  private static String describe(StatusRuntimeException s) {
+    String d = s.getStatus().getDescription();
+    return d == null ? "" : " (" + d + ")";
+  }
+}

@@ -1,0 +1,79 @@
+package io.idem.cli;
+
+import io.idem.client.IdemClient;
+import java.time.Duration;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Parameters;
+
+/** {@code idem lease grant|keepalive|revoke}. */
+@Command(
+    name = "lease",
+    mixinStandardHelpOptions = true,
+    description = "Leases: a name held for a TTL; keys attached to it go with it.",
+    subcommands = {
+      LeaseCommand.Grant.class,
+      LeaseCommand.KeepAlive.class,
+      LeaseCommand.Revoke.class
+    })
+final class LeaseCommand {
+
+  @Command(name = "grant", mixinStandardHelpOptions = true, description = "Grants a lease.")
+  static final class Grant implements Callable<Integer> {
+    @Mixin ClientOptions options;
+
+    @Parameters(index = "0", description = "The lease name.")
+    String name;
+
+    @Parameters(
+        index = "1",
+        converter = DurationConverter.class,
+        description = "The TTL, e.g. 10s.")
+    Duration ttl;
+
+    @Override
+    public Integer call() {
+      try (IdemClient c = options.client()) {
+        System.out.println("granted, expires at log time " + c.grantLease(name, ttl) + " ms");
+      }
+      return 0;
+    }
+  }
+
+  @Command(name = "keepalive", mixinStandardHelpOptions = true, description = "Renews a lease.")
+  static final class KeepAlive implements Callable<Integer> {
+    @Mixin ClientOptions options;
+
+    @Parameters(index = "0", description = "The lease name.")
+    String name;
+
+    @Override
+    public Integer call() {
+      try (IdemClient c = options.client()) {
+        System.out.println("renewed, expires at log time " + c.keepAliveLease(name) + " ms");
+      }
+      return 0;
+    }
+  }
+
+  @Command(
+      name = "revoke",
+      mixinStandardHelpOptions = true,
+      description = "Revokes a lease and deletes its keys.")
+  static final class Revoke implements Callable<Integer> {
+    @Mixin ClientOptions options;
+
+    @Parameters(index = "0", description = "The lease name.")
+    String name;
+
+    @Override
+    public Integer call() {
+      try (IdemClient c = options.client()) {
+        c.revokeLease(name);
+        System.out.println("revoked");
+      }
+      return 0;
+    }
+  }
+}

@@ -1,0 +1,75 @@
+package io.idem.cli;
+
+import io.idem.client.IdemClient;
+import io.idem.proto.StatusReply;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+
+/** {@code idem status}: what every listed node says about itself and the cluster. */
+@Command(
+    name = "status",
+    mixinStandardHelpOptions = true,
+    description = "Members, leader, term, applied index, live sessions, duplicates suppressed.")
+final class StatusCommand implements Callable<Integer> {
+  @Mixin ClientOptions options;
+
+  @Override
+  public Integer call() {
+    int reachable = 0;
+    String format = "%-6s %-10s %6s %-8s %10s %9s %11s %6s %7s %12s%n";
+    System.out.printf(
+        format,
+        "node",
+        "role",
+        "term",
+        "leader",
+        "applied",
+        "sessions",
+        "duplicates",
+        "keys",
+        "leases",
+        "cmds/entry");
+    StatusReply any = null;
+    for (String server : options.servers.split(",")) {
+      if (server.isBlank()) {
+        continue;
+      }
+      try (IdemClient c =
+          IdemClient.builder().servers(server.trim()).requestTimeout(options.timeout).build()) {
+        StatusReply s = c.status();
+        any = s;
+        reachable++;
+        String perEntry =
+            s.getEntriesAppended() == 0
+                ? "-"
+                : String.format("%.1f", s.getCommandsAppended() / (double) s.getEntriesAppended());
+        System.out.printf(
+            format,
+            s.getId(),
+            s.getRole(),
+            s.getTerm(),
+            s.getLeaderId().isEmpty() ? "?" : s.getLeaderId(),
+            s.getAppliedIndex(),
+            s.getLiveSessions(),
+            s.getDuplicatesSuppressed(),
+            s.getKeys(),
+            s.getLeases(),
+            perEntry);
+      } catch (RuntimeException e) {
+        System.out.printf("%-22s unreachable: %s%n", server.trim(), Errors.oneLine(e));
+      }
+    }
+    if (any != null) {
+      System.out.print("members:");
+      any.getMembersList()
+          .forEach(m -> System.out.print(" " + m.getId() + "=" + m.getClientAddress()));
+      System.out.println();
+    }
+    if (reachable == 0) {
+      System.err.println("idem: no server reachable at " + options.servers);
+      return 1;
+    }
+    return 0;
+  }
+}

@@ -1,0 +1,79 @@
+package io.idem.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** The command line's error paths: one line on stderr, a non-zero exit, never a stack trace. */
+@Timeout(60)
+class IdemCliTest {
+  private final StringWriter out = new StringWriter();
+  private final StringWriter err = new StringWriter();
+
+  private int run(String... args) {
+    return Idem.commandLine(new PrintWriter(out, true), new PrintWriter(err, true)).execute(args);
+  }
+
+  private void assertOneLineError(String contains) {
+    String e = err.toString().strip();
+    assertThat(e).contains(contains);
+    assertThat(e.lines().count()).as("error lines: %s", e).isEqualTo(1);
+    assertThat(e).doesNotContain("\tat ").doesNotContain("Exception:");
+  }
+
+  @Test
+  void unknownFlagIsOneLineAndExitTwo() {
+    assertThat(run("kv", "get", "k", "--bogus")).isEqualTo(2);
+    assertOneLineError("Unknown option: '--bogus'");
+  }
+
+  @Test
+  void missingArgumentIsOneLineAndExitTwo() {
+    assertThat(run("kv", "put", "only-a-key")).isEqualTo(2);
+    assertOneLineError("Missing required parameter");
+  }
+
+  @Test
+  void badDurationIsOneLineAndExitTwo() {
+    assertThat(run("kv", "get", "k", "--timeout", "soon")).isEqualTo(2);
+    assertOneLineError("not a duration");
+  }
+
+  @Test
+  void unreachableServerIsOneLineAndExitOne() {
+    // Port 9 (discard) on loopback has no Idem server: the call times out or is refused.
+    assertThat(run("kv", "incr", "n", "--servers", "127.0.0.1:9", "--timeout", "1s")).isEqualTo(1);
+    assertOneLineError("idem:");
+  }
+
+  @Test
+  void badServerAddressIsOneLineAndExitOne() {
+    assertThat(run("kv", "get", "k", "--servers", "nohostport")).isEqualTo(1);
+    assertOneLineError("host:port");
+  }
+
+  @Test
+  void demoRefusesAnAbsurdDuration() throws Exception {
+    assertThat(run("demo", "--seconds", "1")).isEqualTo(2);
+  }
+
+  @Test
+  void everyCommandHasHelp() {
+    for (String[] cmd :
+        new String[][] {
+          {"--help"},
+          {"kv", "--help"},
+          {"kv", "put", "--help"},
+          {"lease", "grant", "--help"},
+          {"status", "--help"},
+          {"demo", "--help"},
+          {"server", "--help"}
+        }) {
+      assertThat(run(cmd)).as(String.join(" ", cmd)).isZero();
+    }
+    assertThat(out.toString()).contains("Usage: idem").contains("--servers").contains("--peers");
+  }
+}
