@@ -19,6 +19,7 @@ import picocli.CommandLine.Command;
       LeaseCommand.class,
       StatusCommand.class,
       DemoCommand.class,
+      BenchCommand.class,
       CommandLine.HelpCommand.class
     })
 public final class Idem implements Runnable {

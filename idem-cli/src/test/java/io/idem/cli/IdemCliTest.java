@@ -61,6 +61,14 @@ class IdemCliTest {
   }
 
   @Test
+  void benchRefusesOutOfRangeSettingsAndUnreachableServers() {
+    assertThat(run("bench", "--sessions", "0")).isEqualTo(2);
+    assertThat(run("bench", "--workload", "delete")).isEqualTo(2);
+    assertThat(run("bench", "--servers", "127.0.0.1:9", "--duration", "1s")).isEqualTo(1);
+    assertThat(err.toString()).contains("idem:").doesNotContain("\tat ");
+  }
+
+  @Test
   void everyCommandHasHelp() {
     for (String[] cmd :
         new String[][] {
