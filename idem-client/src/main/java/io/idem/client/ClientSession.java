@@ -83,6 +83,7 @@ final class ClientSession implements AutoCloseable {
   private int generation;
   private long backoffMs = 50;
   private long lastKeepAliveNanos;
+  private long lastFrameNanos;
   private long lastResendFrom = -1;
   private long lastResendNanos;
 
@@ -303,6 +304,7 @@ final class ClientSession implements AutoCloseable {
                   }
                 });
     stream = s;
+    lastFrameNanos = System.nanoTime();
     s.onNext(
         ClientFrame.newBuilder()
             .setHello(
@@ -393,6 +395,7 @@ final class ClientSession implements AutoCloseable {
     if (gen != generation || closed) {
       return;
     }
+    lastFrameNanos = System.nanoTime();
     Code code = f.getResult().getCode();
     if (f.getSeq() == 0) {
       onSessionFrame(f, code);
@@ -501,10 +504,13 @@ final class ClientSession implements AutoCloseable {
       }
     }
     if (registered && stream != null) {
+      // A stream is stalled when requests wait and nothing at all has arrived for the stall
+      // timeout. While answers flow, the server is alive but busy: resending everything then
+      // would only multiply its load (a resend storm), so slow answers alone never trigger it.
       if (!outstanding.isEmpty()
-          && now - outstanding.firstEntry().getValue().sentNanos
+          && now - Math.max(lastFrameNanos, outstanding.firstEntry().getValue().sentNanos)
               > TimeUnit.MILLISECONDS.toNanos(settings.stallTimeoutMs())) {
-        LOG.debug("no answer for {} ms; reconnecting", settings.stallTimeoutMs());
+        LOG.debug("nothing from the server for {} ms; reconnecting", settings.stallTimeoutMs());
         reconnectLater("");
         return;
       }
