@@ -205,7 +205,7 @@ final class ClientSession implements AutoCloseable {
   }
 
   private synchronized void retryRegistration(RegisterRequest req, String hint) {
-    if (closed) {
+    if (closed || !registering || req.getNonce() != registrationNonce) {
       return;
     }
     moveTo(hint);
@@ -224,7 +224,9 @@ final class ClientSession implements AutoCloseable {
   }
 
   private synchronized void onRegistration(RegisterRequest req, RegisterReply reply) {
-    if (closed) {
+    // A late reply of an attempt already settled (an RPC that timed out here but succeeded there)
+    // must not register twice.
+    if (closed || !registering || req.getNonce() != registrationNonce) {
       return;
     }
     switch (reply.getCode()) {
