@@ -85,34 +85,36 @@ final class DemoCommand implements Callable<Integer> {
     IdemClient[] counter = {counterClient(cluster, identity)};
     Semaphore appendPermits = new Semaphore(128);
     Semaphore incrementPermits = new Semaphore(128);
-    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+    long clientsStarted = System.nanoTime();
+    long end = clientsStarted + TimeUnit.SECONDS.toNanos(seconds);
     long nextReport = 0;
     int phase = 0;
     long appendSeq = 0;
     long retriesBefore = 0;
     while (System.nanoTime() < end) {
       long t = elapsedSeconds();
-      // The fault schedule, in fractions of the run.
-      if (phase == 0 && t >= seconds * 0.15) {
+      // The fault schedule, in fractions of the clients' run (the cluster's start-up excluded).
+      double c = (System.nanoTime() - clientsStarted) / 1e9;
+      if (phase == 0 && c >= seconds * 0.15) {
         say("fault: the network swallows every response from n" + (leader + 1) + " for 1.5 s");
         proxy.blackholeResponses();
         phase++;
-      } else if (phase == 1 && t >= seconds * 0.15 + 1.5) {
+      } else if (phase == 1 && c >= seconds * 0.15 + 1.5) {
         proxy.passResponses();
         proxy.resetConnections();
         say("fault: connections reset; clients resend what had no answer, with the same numbers");
         phase++;
-      } else if (phase == 2 && t >= seconds * 0.35) {
+      } else if (phase == 2 && c >= seconds * 0.35) {
         int current = cluster.waitForLeader(Duration.ofSeconds(30));
         say("fault: killing the leader n" + (current + 1));
         cluster.kill(current);
         leader = current;
         phase++;
-      } else if (phase == 3 && t >= seconds * 0.55) {
+      } else if (phase == 3 && c >= seconds * 0.55) {
         cluster.restart(leader);
         say("n" + (leader + 1) + " restarted; it catches up from its snapshot and log");
         phase++;
-      } else if (phase == 4 && t >= seconds * 0.7) {
+      } else if (phase == 4 && c >= seconds * 0.7) {
         say("fault: the counter client crashes and restarts from its identity file");
         // Its calls in flight die with it (the process is gone); their requests are in the journal.
         counterGeneration++;
