@@ -12,7 +12,6 @@ import io.idem.proto.Operation;
 import io.idem.proto.RegisterReply;
 import io.idem.proto.RegisterRequest;
 import io.idem.proto.Request;
-import io.idem.proto.Result;
 import io.idem.proto.ServerFrame;
 import io.idem.proto.SessionKeepAlive;
 import java.security.SecureRandom;
@@ -570,10 +569,6 @@ final class ClientSession implements AutoCloseable {
     return channel(currentAddress());
   }
 
-  synchronized String address() {
-    return currentAddress();
-  }
-
   synchronized void noteReadRedirect(String hint) {
     moveTo(hint);
   }
@@ -662,15 +657,5 @@ final class ClientSession implements AutoCloseable {
       }
       ch.shutdownNow();
     }
-  }
-
-  /** Whether a fatal error closed the client. */
-  synchronized IdemException fatal() {
-    return fatal;
-  }
-
-  /** For tests: the result of a frame, never null. */
-  static Result resultOf(ServerFrame f) {
-    return f.getResult();
   }
 }

@@ -1,6 +1,5 @@
 package io.idem.server;
 
-import io.grpc.Status;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
 import io.idem.proto.ClientFrame;
@@ -51,13 +50,8 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
   @Override
   public void register(RegisterRequest req, StreamObserver<RegisterReply> reply) {
     if (!log.isLeader()) {
-      reply.onNext(
-          RegisterReply.newBuilder()
-              .setCode(Code.NOT_LEADER)
-              .setMessage("not the leader")
-              .setLeaderHint(log.leaderClientAddress())
-              .build());
-      reply.onCompleted();
+      answer(
+          reply, registerFailure(new ReplicatedLog.NotLeaderException(log.leaderClientAddress())));
       return;
     }
     RegisterCmd cmd =
@@ -69,18 +63,21 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
     batcher
         .submit(Command.newBuilder().setRegister(cmd).build())
         .whenComplete(
-            (result, error) -> {
-              RegisterReply r =
-                  error == null
-                      ? result.getRegistration()
-                      : RegisterReply.newBuilder()
-                          .setCode(failureCode(error))
-                          .setMessage(failureMessage(error))
-                          .setLeaderHint(log.leaderClientAddress())
-                          .build();
-              reply.onNext(r);
-              reply.onCompleted();
-            });
+            (result, error) ->
+                answer(reply, error == null ? result.getRegistration() : registerFailure(error)));
+  }
+
+  private RegisterReply registerFailure(Throwable error) {
+    return RegisterReply.newBuilder()
+        .setCode(failureCode(error))
+        .setMessage(failureMessage(error))
+        .setLeaderHint(log.leaderClientAddress())
+        .build();
+  }
+
+  private static <T> void answer(StreamObserver<T> reply, T value) {
+    reply.onNext(value);
+    reply.onCompleted();
   }
 
   @Override
@@ -91,34 +88,24 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
   @Override
   public void get(GetRequest req, StreamObserver<GetReply> reply) {
     if (!log.isLeader()) {
-      reply.onNext(
-          GetReply.newBuilder()
-              .setCode(Code.NOT_LEADER)
-              .setMessage("not the leader")
-              .setLeaderHint(log.leaderClientAddress())
-              .build());
-      reply.onCompleted();
+      answer(reply, getFailure(new ReplicatedLog.NotLeaderException(log.leaderClientAddress())));
       return;
     }
     log.read(req.getKey())
-        .whenComplete(
-            (r, error) -> {
-              reply.onNext(
-                  error == null
-                      ? r
-                      : GetReply.newBuilder()
-                          .setCode(failureCode(error))
-                          .setMessage(failureMessage(error))
-                          .setLeaderHint(log.leaderClientAddress())
-                          .build());
-              reply.onCompleted();
-            });
+        .whenComplete((r, error) -> answer(reply, error == null ? r : getFailure(error)));
+  }
+
+  private GetReply getFailure(Throwable error) {
+    return GetReply.newBuilder()
+        .setCode(failureCode(error))
+        .setMessage(failureMessage(error))
+        .setLeaderHint(log.leaderClientAddress())
+        .build();
   }
 
   @Override
   public void status(StatusRequest req, StreamObserver<StatusReply> reply) {
-    reply.onNext(status.get());
-    reply.onCompleted();
+    answer(reply, status.get());
   }
 
   /** One session's stream: a Hello, then requests and keep-alives. */
@@ -290,10 +277,5 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
     Throwable e =
         error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
     return e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
-  }
-
-  /** A gRPC status for unexpected server-side failures, never shown as a stack trace. */
-  static Status internal(Throwable t) {
-    return Status.INTERNAL.withDescription(failureMessage(t));
   }
 }

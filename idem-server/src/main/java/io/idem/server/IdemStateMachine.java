@@ -41,13 +41,11 @@ final class IdemStateMachine extends BaseStateMachine {
   private static final Logger LOG = LoggerFactory.getLogger(IdemStateMachine.class);
 
   private final SimpleStateMachineStorage storage = new SimpleStateMachineStorage();
-  private final SessionTableConfig sessionConfig;
   private final Limits limits;
   private final Object lock = new Object();
   private ReplicatedState state;
 
   IdemStateMachine(SessionTableConfig sessionConfig, Limits limits) {
-    this.sessionConfig = sessionConfig;
     this.limits = limits;
     this.state = new ReplicatedState(sessionConfig, limits);
   }
@@ -194,9 +192,5 @@ final class IdemStateMachine extends BaseStateMachine {
     synchronized (lock) {
       return reader.apply(state);
     }
-  }
-
-  SessionTableConfig sessionConfig() {
-    return sessionConfig;
   }
 }

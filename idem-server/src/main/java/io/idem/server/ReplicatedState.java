@@ -25,7 +25,6 @@ import io.idem.proto.RegisterRequest;
 import io.idem.proto.Result;
 import io.idem.proto.ServerFrame;
 import io.idem.proto.SessionCmd;
-import java.nio.charset.StandardCharsets;
 import java.util.Optional;
 
 /**
@@ -470,10 +469,5 @@ final class ReplicatedState {
       case UNAUTHENTICATED -> "wrong secret";
       case INVALID_ARGUMENT -> "malformed request";
     };
-  }
-
-  /** The UTF-8 bytes of a string, for the snapshot codec. */
-  static byte[] utf8(String s) {
-    return s.getBytes(StandardCharsets.UTF_8);
   }
 }
