@@ -120,8 +120,37 @@ final class IdemStateMachine extends BaseStateMachine {
       result = state.apply(entry.getIndex(), entry.getTerm(), parsed);
       updateLastAppliedTermIndex(entry.getTerm(), entry.getIndex());
     }
-    return CompletableFuture.completedFuture(
-        Message.valueOf(UnsafeByteOperations.unsafeWrap(result.toByteArray())));
+    return CompletableFuture.completedFuture(new ResultMessage(result));
+  }
+
+  /**
+   * An entry's outcome as the reply's message. On the leader the reply reaches the batcher in the
+   * same process, which takes the object back ({@link #resultOf}) instead of parsing bytes; the
+   * bytes are made only if Ratis asks for them.
+   */
+  static final class ResultMessage implements Message {
+    private final EntryResult result;
+    private org.apache.ratis.thirdparty.com.google.protobuf.ByteString content;
+
+    ResultMessage(EntryResult result) {
+      this.result = result;
+    }
+
+    @Override
+    public synchronized org.apache.ratis.thirdparty.com.google.protobuf.ByteString getContent() {
+      if (content == null) {
+        content = UnsafeByteOperations.unsafeWrap(result.toByteArray());
+      }
+      return content;
+    }
+  }
+
+  /** The outcome carried by {@code message}: the object if it is a {@link ResultMessage}. */
+  static EntryResult resultOf(Message message) throws IOException {
+    if (message instanceof ResultMessage m) {
+      return m.result;
+    }
+    return EntryResult.parseFrom(message.getContent().asReadOnlyByteBuffer());
   }
 
   @Override
