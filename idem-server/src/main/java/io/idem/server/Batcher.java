@@ -22,7 +22,9 @@ import org.slf4j.LoggerFactory;
  * appended for a tick interval, an empty entry (a tick) is appended so that sessions and leases
  * expire on an idle cluster too.
  *
- * <p>Thread-safe. One daemon thread builds and appends entries.
+ * <p>Thread-safe. One daemon thread builds and appends entries; another hands out the outcomes, so
+ * that the state machine's apply thread (which completes an entry) never waits on network writes to
+ * clients.
  */
 final class Batcher implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(Batcher.class);
@@ -50,6 +52,7 @@ final class Batcher implements AutoCloseable {
   private final Condition changed = lock.newCondition();
   private final ArrayDeque<Pending> queue = new ArrayDeque<>();
   private final Thread thread;
+  private final java.util.concurrent.ExecutorService replies;
   private int inFlight;
   private long lastStampMs;
   private long lastAppendNanos = System.nanoTime();
@@ -65,6 +68,13 @@ final class Batcher implements AutoCloseable {
     this.wallClock = wallClock;
     this.thread = new Thread(this::run, name);
     thread.setDaemon(true);
+    this.replies =
+        java.util.concurrent.Executors.newSingleThreadExecutor(
+            r -> {
+              Thread t = new Thread(r, name + "-replies");
+              t.setDaemon(true);
+              return t;
+            });
     thread.start();
   }
 
@@ -115,10 +125,14 @@ final class Batcher implements AutoCloseable {
       if (room && !queue.isEmpty()) {
         return true;
       }
-      if (room && idle >= tickNanos && log.isLeader()) {
+      boolean leader = log.isLeader();
+      if (room && idle >= tickNanos && leader) {
         return true;
       }
-      changed.awaitNanos(Math.max(TimeUnit.MILLISECONDS.toNanos(1), tickNanos - idle));
+      // A follower has no ticks to write: it sleeps a whole interval rather than waking each
+      // millisecond (commands submitted meanwhile signal it).
+      changed.awaitNanos(
+          leader ? Math.max(TimeUnit.MILLISECONDS.toNanos(1), tickNanos - idle) : tickNanos);
     }
     return false;
   }
@@ -156,7 +170,7 @@ final class Batcher implements AutoCloseable {
     } catch (RuntimeException e) {
       appended = CompletableFuture.failedFuture(e);
     }
-    appended.whenComplete((result, error) -> finish(batch, result, error));
+    appended.whenCompleteAsync((result, error) -> finish(batch, result, error), replies);
   }
 
   private void finish(List<Pending> batch, EntryResult result, Throwable error) {
@@ -211,5 +225,6 @@ final class Batcher implements AutoCloseable {
       p.result().completeExceptionally(new ReplicatedLog.NotLeaderException(""));
     }
     thread.interrupt();
+    replies.shutdown(); // outcomes already handed over still go out
   }
 }
