@@ -1,7 +1,6 @@
 package io.idem.client;
 
 import io.grpc.ManagedChannel;
-import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.stub.StreamObserver;
 import io.idem.proto.ClientFrame;
 import io.idem.proto.CloseSession;
@@ -17,14 +16,13 @@ import io.idem.proto.SessionKeepAlive;
 import java.security.SecureRandom;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -33,7 +31,7 @@ import org.slf4j.LoggerFactory;
  * The session engine behind {@link IdemClient}: registers, numbers requests, keeps up to a window
  * of them in flight on one gRPC stream, and on {@code NOT_LEADER}, a lost connection or a stall
  * reconnects (to the leader hint or the next server) and resends everything outstanding, in order,
- * with the same numbers. All state is guarded by {@code this}; a single scheduler thread runs
+ * with the same numbers. All state is guarded by {@code this}; the transport's timer thread runs
  * timers.
  */
 final class ClientSession implements AutoCloseable {
@@ -58,8 +56,10 @@ final class ClientSession implements AutoCloseable {
   private final IdemClient.Settings settings;
   private final IdentityJournal journal;
   private final SecureRandom random = new SecureRandom();
+  private final IdemTransport transport;
+  private final boolean ownsTransport;
   private final ScheduledExecutorService timer;
-  private final Map<String, ManagedChannel> channels = new HashMap<>();
+  private final ScheduledFuture<?> ticking;
   private final ArrayDeque<Call> waiting = new ArrayDeque<>();
   private final TreeMap<Long, Call> outstanding = new TreeMap<>();
   private final List<Call> recovered = new ArrayList<>();
@@ -92,27 +92,30 @@ final class ClientSession implements AutoCloseable {
   private boolean closed;
   private IdemException fatal;
 
-  ClientSession(IdemClient.Settings settings) {
+  /**
+   * A session over {@code transport}, or over a transport of its own (closed with it) when {@code
+   * transport} is null.
+   */
+  ClientSession(IdemClient.Settings settings, IdemTransport transport) {
     this.settings = settings;
-    this.timer =
-        Executors.newSingleThreadScheduledExecutor(
-            r -> {
-              Thread t = new Thread(r, "idem-client-timer");
-              t.setDaemon(true);
-              return t;
-            });
+    this.ownsTransport = transport == null;
+    this.transport = ownsTransport ? IdemTransport.create() : transport;
+    this.timer = this.transport.timer();
     try {
       this.journal =
           settings.identityFile() == null ? null : IdentityJournal.open(settings.identityFile());
     } catch (java.io.IOException e) {
-      timer.shutdownNow();
+      if (ownsTransport) {
+        this.transport.close();
+      }
       throw new IdemException(
           "cannot open identity file " + settings.identityFile() + ": " + e.getMessage(), e);
     }
     if (journal != null) {
       recoverFromJournal();
     }
-    timer.scheduleWithFixedDelay(this::tick, TICK_MS, TICK_MS, TimeUnit.MILLISECONDS);
+    this.ticking =
+        timer.scheduleWithFixedDelay(this::tick, TICK_MS, TICK_MS, TimeUnit.MILLISECONDS);
   }
 
   /** Requests a previous instance had in flight, to be resent with their numbers. */
@@ -182,7 +185,11 @@ final class ClientSession implements AutoCloseable {
 
   private void sendRegistration(RegisterRequest req) {
     String address = currentAddress();
-    IdemGrpc.newStub(channel(address))
+    ManagedChannel channel = channelOrFail(address);
+    if (channel == null) {
+      return;
+    }
+    IdemGrpc.newStub(channel)
         .withDeadlineAfter(settings.rpcTimeoutMs(), TimeUnit.MILLISECONDS)
         .register(
             req,
@@ -210,16 +217,29 @@ final class ClientSession implements AutoCloseable {
     moveTo(hint);
     retries++;
     long delay = nextBackoff();
-    timer.schedule(
-        () -> {
-          synchronized (ClientSession.this) {
-            if (!closed) {
-              sendRegistration(req);
-            }
-          }
-        },
+    later(
         delay,
-        TimeUnit.MILLISECONDS);
+        () -> {
+          if (!closed) {
+            sendRegistration(req);
+          }
+        });
+  }
+
+  /** Runs {@code action} under the session's lock after {@code delayMs}. */
+  private void later(long delayMs, Runnable action) {
+    try {
+      timer.schedule(
+          () -> {
+            synchronized (ClientSession.this) {
+              action.run();
+            }
+          },
+          delayMs,
+          TimeUnit.MILLISECONDS);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      fail(new IdemException("the client's transport is closed"));
+    }
   }
 
   private synchronized void onRegistration(RegisterRequest req, RegisterReply reply) {
@@ -284,8 +304,12 @@ final class ClientSession implements AutoCloseable {
   private void openStream() {
     int gen = ++generation;
     String address = currentAddress();
+    ManagedChannel channel = channelOrFail(address);
+    if (channel == null) {
+      return;
+    }
     StreamObserver<ClientFrame> s =
-        IdemGrpc.newStub(channel(address))
+        IdemGrpc.newStub(channel)
             .session(
                 new StreamObserver<>() {
                   @Override
@@ -334,16 +358,13 @@ final class ClientSession implements AutoCloseable {
     retries++;
     long delay = nextBackoff();
     int gen = generation;
-    timer.schedule(
-        () -> {
-          synchronized (ClientSession.this) {
-            if (!closed && gen == generation && registered && stream == null) {
-              openStream();
-            }
-          }
-        },
+    later(
         delay,
-        TimeUnit.MILLISECONDS);
+        () -> {
+          if (!closed && gen == generation && registered && stream == null) {
+            openStream();
+          }
+        });
   }
 
   /** Sends new calls while the window has room: it bounds the span from the lowest unanswered. */
@@ -392,15 +413,31 @@ final class ClientSession implements AutoCloseable {
     }
   }
 
-  private synchronized void onFrame(int gen, ServerFrame f) {
+  /**
+   * Handles a frame from the server. A call's future is completed after the lock is released, so
+   * that the application's callbacks never run inside the session's lock (where a callback that
+   * used another client could deadlock against it).
+   */
+  private void onFrame(int gen, ServerFrame f) {
+    Call answered;
+    synchronized (this) {
+      answered = onFrameLocked(gen, f);
+    }
+    if (answered != null) {
+      answered.future.complete(f);
+    }
+  }
+
+  /** Returns the call {@code f} answers, to be completed by the caller, or null. */
+  private Call onFrameLocked(int gen, ServerFrame f) {
     if (gen != generation || closed) {
-      return;
+      return null;
     }
     lastFrameNanos = System.nanoTime();
     Code code = f.getResult().getCode();
     if (f.getSeq() == 0) {
       onSessionFrame(f, code);
-      return;
+      return null;
     }
     Call c = outstanding.get(f.getSeq());
     switch (code) {
@@ -418,20 +455,19 @@ final class ClientSession implements AutoCloseable {
       case SESSION_EXPIRED -> sessionLost();
       case FENCED ->
           fail(new FencedException("a newer instance of this client resumed the session"));
-      case RESPONSE_DISCARDED, WINDOW_EXCEEDED -> {
-        if (c != null) {
-          complete(c, f);
-        }
-      }
       default -> {
+        // An answer (RESPONSE_DISCARDED and WINDOW_EXCEEDED included: they end the call too).
         if (c != null) {
-          complete(c, f);
+          answered(c, f);
+          return c;
         }
       }
     }
+    return null;
   }
 
-  private void complete(Call c, ServerFrame f) {
+  /** Takes {@code c} out of flight; the caller completes its future outside the lock. */
+  private void answered(Call c, ServerFrame f) {
     outstanding.remove(c.seq);
     if (f.getDuplicate()) {
       duplicates++;
@@ -439,7 +475,6 @@ final class ClientSession implements AutoCloseable {
     if (journal != null) {
       journal.done(c.seq);
     }
-    c.future.complete(f);
     pump();
   }
 
@@ -552,17 +587,19 @@ final class ClientSession implements AutoCloseable {
     return d;
   }
 
+  /** The channel to {@code address}; throws IdemException once the transport is closed. */
   private ManagedChannel channel(String address) {
-    return channels.computeIfAbsent(
-        address,
-        a -> {
-          int colon = a.lastIndexOf(':');
-          return NettyChannelBuilder.forAddress(
-                  a.substring(0, colon), Integer.parseInt(a.substring(colon + 1)))
-              .usePlaintext()
-              .maxInboundMessageSize(64 << 20)
-              .build();
-        });
+    return transport.channel(address);
+  }
+
+  /** The channel to {@code address}, or null after failing the session if the transport closed. */
+  private ManagedChannel channelOrFail(String address) {
+    try {
+      return channel(address);
+    } catch (IdemException e) {
+      fail(e);
+      return null;
+    }
   }
 
   synchronized ManagedChannel anyChannel() {
@@ -616,9 +653,9 @@ final class ClientSession implements AutoCloseable {
       c.future.completeExceptionally(reason);
     }
     outstanding.clear();
-    timer.shutdownNow();
-    for (ManagedChannel ch : channels.values()) {
-      ch.shutdown(); // graceful: frames already written (a Close) still reach the server
+    ticking.cancel(false);
+    if (ownsTransport) {
+      transport.shutdown();
     }
     if (journal != null) {
       try {
@@ -636,7 +673,6 @@ final class ClientSession implements AutoCloseable {
    */
   @Override
   public void close() {
-    List<ManagedChannel> toAwait;
     synchronized (this) {
       if (journal == null && stream != null && registered && outstanding.isEmpty()) {
         try {
@@ -647,15 +683,9 @@ final class ClientSession implements AutoCloseable {
         }
       }
       closeLocked(new IdemException("the client was closed"));
-      toAwait = List.copyOf(channels.values());
     }
-    for (ManagedChannel ch : toAwait) {
-      try {
-        ch.awaitTermination(1, TimeUnit.SECONDS);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-      }
-      ch.shutdownNow();
+    if (ownsTransport) {
+      transport.close(); // waits a moment for frames already written (a Close) to leave
     }
   }
 }

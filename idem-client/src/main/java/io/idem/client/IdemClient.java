@@ -60,7 +60,8 @@ public final class IdemClient implements AutoCloseable {
       long stallTimeoutMs,
       long rpcTimeoutMs,
       Path identityFile,
-      String name) {}
+      String name,
+      IdemTransport transport) {}
 
   /** An operation a previous instance had in flight, resent after a restart. */
   public record RecoveredCall(
@@ -71,7 +72,7 @@ public final class IdemClient implements AutoCloseable {
 
   private IdemClient(Settings settings) {
     this.settings = settings;
-    this.session = new ClientSession(settings);
+    this.session = new ClientSession(settings, settings.transport());
   }
 
   /** A builder; {@link Builder#servers} is required. */
@@ -439,6 +440,7 @@ public final class IdemClient implements AutoCloseable {
     private Duration rpcTimeout = Duration.ofSeconds(3);
     private Path identityFile;
     private String name;
+    private IdemTransport transport;
 
     private Builder() {}
 
@@ -501,6 +503,16 @@ public final class IdemClient implements AutoCloseable {
     }
 
     /**
+     * Shares {@code transport} (connections and timer) with the other clients built with it,
+     * instead of opening connections of its own. The session stays this client's own. Default: a
+     * private transport, closed with the client.
+     */
+    public Builder transport(IdemTransport transport) {
+      this.transport = transport;
+      return this;
+    }
+
+    /**
      * Returns the client (it connects lazily).
      *
      * @throws IllegalArgumentException naming the first bad setting
@@ -550,7 +562,8 @@ public final class IdemClient implements AutoCloseable {
               stallTimeout.toMillis(),
               rpcTimeout.toMillis(),
               identityFile,
-              name));
+              name,
+              transport));
     }
 
     private static void positive(String what, Duration d) {
