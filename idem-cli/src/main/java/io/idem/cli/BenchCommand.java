@@ -1,6 +1,7 @@
 package io.idem.cli;
 
 import io.idem.client.IdemClient;
+import io.idem.client.IdemTransport;
 import io.idem.testkit.LocalCluster;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -11,7 +12,6 @@ import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.stream.Stream;
@@ -81,6 +81,14 @@ final class BenchCommand implements Callable<Integer> {
       description = "How long to measure. Default: ${DEFAULT-VALUE}.")
   Duration duration;
 
+  @Option(
+      names = "--warmup",
+      defaultValue = "3s",
+      converter = DurationConverter.class,
+      description =
+          "Load before measuring, not counted (JIT, connections). Default: ${DEFAULT-VALUE}.")
+  Duration warmup;
+
   @Override
   public Integer call() throws Exception {
     if (sessions < 1
@@ -113,87 +121,90 @@ final class BenchCommand implements Callable<Integer> {
 
   private int run(String addresses) throws Exception {
     List<IdemClient> clients = new ArrayList<>();
-    try {
-      IdemClient probe =
-          IdemClient.builder().servers(addresses).requestTimeout(Duration.ofSeconds(5)).build();
-      clients.add(probe);
-      probe.put("bench/probe", new byte[0]); // fails fast, in one line, if nobody answers
-      for (int i = 1; i < sessions; i++) {
-        clients.add(IdemClient.builder().servers(addresses).window(window).build());
-      }
-      return measure(clients);
-    } finally {
-      for (IdemClient c : clients) {
-        c.close();
+    try (IdemTransport transport = IdemTransport.create()) {
+      try {
+        IdemClient probe =
+            IdemClient.builder()
+                .servers(addresses)
+                .transport(transport)
+                .requestTimeout(Duration.ofSeconds(5))
+                .build();
+        clients.add(probe);
+        probe.put("bench/probe", new byte[0]); // fails fast, in one line, if nobody answers
+        for (int i = 1; i < sessions; i++) {
+          clients.add(
+              IdemClient.builder().servers(addresses).transport(transport).window(window).build());
+        }
+        return measure(clients);
+      } finally {
+        for (IdemClient c : clients) {
+          c.close();
+        }
       }
     }
   }
 
+  /**
+   * Runs {@code window} closed loops per session: each issues an operation and, when it completes,
+   * the next, until the time is up. Operations started during the warm-up are not counted.
+   */
   private int measure(List<IdemClient> clients) throws InterruptedException {
     byte[] value = new byte[valueSize];
     Recorder recorder = new Recorder(3);
     AtomicLong done = new AtomicLong();
     AtomicLong errors = new AtomicLong();
-    Semaphore[] permits = new Semaphore[clients.size()];
-    for (int i = 0; i < permits.length; i++) {
-      permits[i] = new Semaphore(window);
+    AtomicLong inFlight = new AtomicLong();
+    long warmupEnd = System.nanoTime() + warmup.toNanos();
+    long end = warmupEnd + duration.toNanos();
+    AtomicLong[] counters = new AtomicLong[clients.size()];
+    for (int i = 0; i < clients.size(); i++) {
+      counters[i] = new AtomicLong();
+      for (int lane = 0; lane < window; lane++) {
+        issue(
+            clients.get(i),
+            i,
+            counters[i],
+            value,
+            end,
+            warmupEnd,
+            recorder,
+            done,
+            errors,
+            inFlight);
+      }
     }
-    long start = System.nanoTime();
-    long end = start + duration.toNanos();
-    long[] counters = new long[clients.size()];
-    long nextTick = start + TimeUnit.SECONDS.toNanos(1);
+    long nextTick = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
     long lastDone = 0;
     while (System.nanoTime() < end) {
-      boolean issued = false;
-      for (int i = 0; i < clients.size(); i++) {
-        while (permits[i].tryAcquire()) {
-          issued = true;
-          long n = counters[i]++;
-          Semaphore p = permits[i];
-          long t0 = System.nanoTime();
-          op(clients.get(i), i, n, value)
-              .whenComplete(
-                  (r, e) -> {
-                    if (e == null) {
-                      recorder.recordValue(Math.max(1, (System.nanoTime() - t0) / 1_000));
-                      done.incrementAndGet();
-                    } else {
-                      errors.incrementAndGet();
-                    }
-                    p.release();
-                  });
-        }
-      }
+      TimeUnit.NANOSECONDS.sleep(Math.max(0, Math.min(end, nextTick) - System.nanoTime()));
       long now = System.nanoTime();
       if (now >= nextTick) {
         long d = done.get();
-        progress(now - start, d - lastDone);
+        progress(now, warmupEnd, d - lastDone);
         lastDone = d;
         nextTick += TimeUnit.SECONDS.toNanos(1);
       }
-      if (!issued) {
-        Thread.sleep(1);
-      }
     }
-    long measuredNanos = System.nanoTime() - start;
     long ops = done.get();
-    for (Semaphore p : permits) {
-      p.tryAcquire(window, 30, TimeUnit.SECONDS); // let what is in flight finish
+    long drainDeadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (inFlight.get() > 0 && System.nanoTime() < drainDeadline) {
+      Thread.sleep(10); // let what is in flight finish before the clients close
     }
     Histogram h = recorder.getIntervalHistogram();
     long retries = clients.stream().mapToLong(IdemClient::retries).sum();
     long duplicates = clients.stream().mapToLong(IdemClient::duplicatesSeen).sum();
-    double seconds = measuredNanos / 1e9;
+    double seconds = duration.toNanos() / 1e9;
     double throughput = ops / seconds;
     System.out.println();
     System.out.printf(
         Locale.ROOT,
-        "%s, %d sessions x window %d, %d-byte values, %.1f s: %.0f writes/s%n",
+        "%s, %d sessions x window %d, %d-byte values, %.1f s after %.1f s warm-up: %.0f writes/s%n",
         workload,
         clients.size(),
         window,
         valueSize,
         seconds,
+        warmup.toNanos() / 1e9,
         throughput);
     System.out.printf(
         Locale.ROOT,
@@ -226,6 +237,43 @@ final class BenchCommand implements Callable<Integer> {
     return errors.get() == 0 ? 0 : 1;
   }
 
+  /** One step of a closed loop: issue, and on completion record and issue the next. */
+  private void issue(
+      IdemClient client,
+      int session,
+      AtomicLong counter,
+      byte[] value,
+      long end,
+      long warmupEnd,
+      Recorder recorder,
+      AtomicLong done,
+      AtomicLong errors,
+      AtomicLong inFlight) {
+    long t0 = System.nanoTime();
+    if (t0 >= end) {
+      return;
+    }
+    inFlight.incrementAndGet();
+    op(client, session, counter.getAndIncrement(), value)
+        .whenComplete(
+            (r, e) -> {
+              long t1 = System.nanoTime();
+              boolean counted = t0 >= warmupEnd && t1 < end;
+              if (e != null) {
+                errors.incrementAndGet();
+              } else if (counted) {
+                recorder.recordValue(Math.max(1, (t1 - t0) / 1_000));
+                done.incrementAndGet();
+              }
+              inFlight.decrementAndGet();
+              if (e == null) { // a failed lane stops: the run reports errors and exits non-zero
+                issue(
+                    client, session, counter, value, end, warmupEnd, recorder, done, errors,
+                    inFlight);
+              }
+            });
+  }
+
   private CompletableFuture<?> op(IdemClient c, int session, long n, byte[] value) {
     Workload w = workload == Workload.mixed ? Workload.values()[(int) (n % 3)] : workload;
     return switch (w) {
@@ -240,17 +288,18 @@ final class BenchCommand implements Callable<Integer> {
     return h.getTotalCount() == 0 ? 0 : h.getValueAtPercentile(percentile) / 1000.0;
   }
 
-  private void progress(long elapsedNanos, long lastSecond) {
+  private void progress(long now, long warmupEnd, long lastSecond) {
     int width = 30;
-    double fraction = Math.min(1, elapsedNanos / (double) duration.toNanos());
+    double fraction = Math.max(0, Math.min(1, (now - warmupEnd) / (double) duration.toNanos()));
     int filled = (int) (fraction * width);
     System.out.printf(
         Locale.ROOT,
-        "\r[%s%s] %3.0f%%  %,d writes/s ",
+        "\r[%s%s] %3.0f%%  %,d writes/s %s",
         "#".repeat(filled),
         " ".repeat(width - filled),
         fraction * 100,
-        lastSecond);
+        lastSecond,
+        now < warmupEnd ? "(warm-up) " : "          ");
     System.out.flush();
   }
 }
