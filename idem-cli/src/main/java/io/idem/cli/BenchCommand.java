@@ -44,6 +44,19 @@ final class BenchCommand implements Callable<Integer> {
           "Client addresses of the cluster. Ignored with --local. Default: ${DEFAULT-VALUE}.")
   String servers;
 
+  enum Target {
+    idem,
+    etcd
+  }
+
+  @Option(
+      names = "--target",
+      defaultValue = "idem",
+      description =
+          "idem, or etcd: the same closed loops as plain puts through jetcd against the etcd"
+              + " cluster at --servers (bench/compare-etcd.sh). Default: ${DEFAULT-VALUE}.")
+  Target target;
+
   @Option(
       names = "--local",
       defaultValue = "0",
@@ -103,6 +116,16 @@ final class BenchCommand implements Callable<Integer> {
           "idem: out of range: --sessions 1-10000, --window 1-4096, --value-size 0-1048576, --local 0-5");
       return 2;
     }
+    if (target == Target.etcd) {
+      if (local != 0 || workload != Workload.put) {
+        System.err.println("idem: --target etcd runs the put workload against --servers only");
+        return 2;
+      }
+      try (EtcdTarget etcd = EtcdTarget.connect(servers, valueSize)) {
+        etcd.probe(); // fails fast, in one line, if nobody answers
+        return measure(etcd);
+      }
+    }
     if (local == 0) {
       return run(servers);
     }
@@ -135,7 +158,7 @@ final class BenchCommand implements Callable<Integer> {
           clients.add(
               IdemClient.builder().servers(addresses).transport(transport).window(window).build());
         }
-        return measure(clients);
+        return measure(new IdemTarget(clients));
       } finally {
         for (IdemClient c : clients) {
           c.close();
@@ -144,33 +167,57 @@ final class BenchCommand implements Callable<Integer> {
     }
   }
 
+  /** Idem sessions, one client each, on one shared transport. */
+  private final class IdemTarget implements BenchTarget {
+    private final List<IdemClient> clients;
+    private final byte[] value = new byte[valueSize];
+
+    IdemTarget(List<IdemClient> clients) {
+      this.clients = clients;
+    }
+
+    @Override
+    public String name() {
+      return "idem";
+    }
+
+    @Override
+    public CompletableFuture<?> op(int session, long n) {
+      return BenchCommand.this.op(clients.get(session), session, n, value);
+    }
+
+    @Override
+    public long retries() {
+      return clients.stream().mapToLong(IdemClient::retries).sum();
+    }
+
+    @Override
+    public long duplicates() {
+      return clients.stream().mapToLong(IdemClient::duplicatesSeen).sum();
+    }
+
+    @Override
+    public void close() {
+      // the clients are closed by run()
+    }
+  }
+
   /**
    * Runs {@code window} closed loops per session: each issues an operation and, when it completes,
    * the next, until the time is up. Operations started during the warm-up are not counted.
    */
-  private int measure(List<IdemClient> clients) throws InterruptedException {
-    byte[] value = new byte[valueSize];
+  private int measure(BenchTarget target) throws InterruptedException {
     Recorder recorder = new Recorder(3);
     AtomicLong done = new AtomicLong();
     AtomicLong errors = new AtomicLong();
     AtomicLong inFlight = new AtomicLong();
     long warmupEnd = System.nanoTime() + warmup.toNanos();
     long end = warmupEnd + duration.toNanos();
-    AtomicLong[] counters = new AtomicLong[clients.size()];
-    for (int i = 0; i < clients.size(); i++) {
-      counters[i] = new AtomicLong();
+    Lanes lanes = new Lanes(target, end, warmupEnd, recorder, done, errors, inFlight);
+    for (int i = 0; i < sessions; i++) {
+      AtomicLong counter = new AtomicLong();
       for (int lane = 0; lane < window; lane++) {
-        issue(
-            clients.get(i),
-            i,
-            counters[i],
-            value,
-            end,
-            warmupEnd,
-            recorder,
-            done,
-            errors,
-            inFlight);
+        lanes.issue(i, counter);
       }
     }
     long nextTick = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
@@ -191,16 +238,17 @@ final class BenchCommand implements Callable<Integer> {
       Thread.sleep(10); // let what is in flight finish before the clients close
     }
     Histogram h = recorder.getIntervalHistogram();
-    long retries = clients.stream().mapToLong(IdemClient::retries).sum();
-    long duplicates = clients.stream().mapToLong(IdemClient::duplicatesSeen).sum();
+    long retries = target.retries();
+    long duplicates = target.duplicates();
     double seconds = duration.toNanos() / 1e9;
     double throughput = ops / seconds;
     System.out.println();
     System.out.printf(
         Locale.ROOT,
-        "%s, %d sessions x window %d, %d-byte values, %.1f s after %.1f s warm-up: %.0f writes/s%n",
+        "%s %s, %d sessions x window %d, %d-byte values, %.1f s after %.1f s warm-up: %.0f writes/s%n",
+        target.name(),
         workload,
-        clients.size(),
+        sessions,
         window,
         valueSize,
         seconds,
@@ -218,11 +266,12 @@ final class BenchCommand implements Callable<Integer> {
         errors.get());
     System.out.printf(
         Locale.ROOT,
-        "{\"target\":\"idem\",\"workload\":\"%s\",\"sessions\":%d,\"window\":%d,\"value_size\":%d,"
+        "{\"target\":\"%s\",\"workload\":\"%s\",\"sessions\":%d,\"window\":%d,\"value_size\":%d,"
             + "\"seconds\":%.2f,\"ops\":%d,\"ops_per_s\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
             + "\"p999_ms\":%.3f,\"retries\":%d,\"duplicates\":%d,\"errors\":%d}%n",
+        target.name(),
         workload,
-        clients.size(),
+        sessions,
         window,
         valueSize,
         seconds,
@@ -237,41 +286,39 @@ final class BenchCommand implements Callable<Integer> {
     return errors.get() == 0 ? 0 : 1;
   }
 
-  /** One step of a closed loop: issue, and on completion record and issue the next. */
-  private void issue(
-      IdemClient client,
-      int session,
-      AtomicLong counter,
-      byte[] value,
+  /** The closed loops of one run: each issues an operation and, on completion, the next. */
+  private record Lanes(
+      BenchTarget target,
       long end,
       long warmupEnd,
       Recorder recorder,
       AtomicLong done,
       AtomicLong errors,
       AtomicLong inFlight) {
-    long t0 = System.nanoTime();
-    if (t0 >= end) {
-      return;
+
+    void issue(int session, AtomicLong counter) {
+      long t0 = System.nanoTime();
+      if (t0 >= end) {
+        return;
+      }
+      inFlight.incrementAndGet();
+      target
+          .op(session, counter.getAndIncrement())
+          .whenComplete(
+              (r, e) -> {
+                long t1 = System.nanoTime();
+                if (e != null) {
+                  errors.incrementAndGet();
+                } else if (t0 >= warmupEnd && t1 < end) {
+                  recorder.recordValue(Math.max(1, (t1 - t0) / 1_000));
+                  done.incrementAndGet();
+                }
+                inFlight.decrementAndGet();
+                if (e == null) { // a failed lane stops: the run reports errors and exits non-zero
+                  issue(session, counter);
+                }
+              });
     }
-    inFlight.incrementAndGet();
-    op(client, session, counter.getAndIncrement(), value)
-        .whenComplete(
-            (r, e) -> {
-              long t1 = System.nanoTime();
-              boolean counted = t0 >= warmupEnd && t1 < end;
-              if (e != null) {
-                errors.incrementAndGet();
-              } else if (counted) {
-                recorder.recordValue(Math.max(1, (t1 - t0) / 1_000));
-                done.incrementAndGet();
-              }
-              inFlight.decrementAndGet();
-              if (e == null) { // a failed lane stops: the run reports errors and exits non-zero
-                issue(
-                    client, session, counter, value, end, warmupEnd, recorder, done, errors,
-                    inFlight);
-              }
-            });
   }
 
   private CompletableFuture<?> op(IdemClient c, int session, long n, byte[] value) {

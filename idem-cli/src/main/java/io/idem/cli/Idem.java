@@ -46,7 +46,7 @@ public final class Idem implements Runnable {
   /** Builds the command line with the project's error handling. */
   static CommandLine commandLine(PrintWriter out, PrintWriter err) {
     CommandLine cli = new CommandLine(new Idem());
-    cli.addSubcommand("server", new CommandLine(new Main()));
+    cli.addSubcommand("server", new CommandLine(new Main()).setCommandName("server"));
     cli.setOut(out);
     cli.setErr(err);
     cli.setParameterExceptionHandler(

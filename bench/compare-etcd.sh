@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Side by side: the same closed-loop put workload (256 sessions x window 1, 100-byte values) against
+# a 3-node etcd and a 3-node Idem, each on loopback, one after the other on this machine; prints
+# both results and the ratio. Installs etcd-server from Debian packages if it is missing.
+#
+#   bench/compare-etcd.sh [--sessions N] [--window N] [--duration 30s] [--warmup 30s] [--value-size 100]
+#
+# Environment: IDEM_JAVA_OPTS (JVM flags of the Idem servers and the bench, see ./idem),
+# KEEP_DATA=1 keeps the data directories (under $TMPDIR) for inspection.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+sessions=256 window=1 duration=30s warmup=30s value_size=100
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sessions) sessions="$2"; shift 2 ;;
+    --window) window="$2"; shift 2 ;;
+    --duration) duration="$2"; shift 2 ;;
+    --warmup) warmup="$2"; shift 2 ;;
+    --value-size) value_size="$2"; shift 2 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) echo "compare-etcd: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+etcd_ports=(2379 22379 32379) etcd_peer_ports=(2380 22380 32380)
+idem_ports=(7001 7011 7021) idem_raft_ports=(7002 7012 7022)
+for p in "${etcd_ports[@]}" "${etcd_peer_ports[@]}" "${idem_ports[@]}" "${idem_raft_ports[@]}"; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+    echo "compare-etcd: port $p on 127.0.0.1 is in use; stop what listens there first" >&2
+    exit 1
+  fi
+done
+
+if ! command -v etcd > /dev/null; then
+  echo "compare-etcd: installing etcd-server from Debian packages..." >&2
+  sudo_cmd=""
+  if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
+  $sudo_cmd apt-get update -qq > /dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq etcd-server > /dev/null
+fi
+etcd_bin="$(command -v etcd)"
+
+# Build the idem jar now (first run), not inside a measurement.
+"$root/idem" --version > /dev/null
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/compare-etcd.XXXXXX")"
+pids=()
+stop_all() {
+  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2> /dev/null || true; done
+  pids=()
+}
+cleanup() {
+  stop_all
+  if [ "${KEEP_DATA:-0}" != 1 ]; then rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+wait_port() { # port, seconds
+  for _ in $(seq 1 $(( $2 * 10 ))); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2> /dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "compare-etcd: nothing listens on 127.0.0.1:$1 after $2 s" >&2
+  return 1
+}
+
+bench() { # target, servers
+  "$root/idem" bench --target "$1" --servers "$2" --sessions "$sessions" --window "$window" \
+    --workload put --value-size "$value_size" --duration "$duration" --warmup "$warmup" \
+    | tee "$work/$1.out" | tail -n 3 >&2
+  tail -n 1 "$work/$1.out"
+}
+
+echo "== etcd $("$etcd_bin" --version | head -1 | awk '{print $3}'), 3 members on loopback, data in $work" >&2
+cluster=""
+for i in 0 1 2; do
+  cluster+="e$i=http://127.0.0.1:${etcd_peer_ports[$i]},"
+done
+cluster="${cluster%,}"
+for i in 0 1 2; do
+  "$etcd_bin" --name "e$i" --data-dir "$work/etcd/e$i" \
+    --listen-client-urls "http://127.0.0.1:${etcd_ports[$i]}" \
+    --advertise-client-urls "http://127.0.0.1:${etcd_ports[$i]}" \
+    --listen-peer-urls "http://127.0.0.1:${etcd_peer_ports[$i]}" \
+    --initial-advertise-peer-urls "http://127.0.0.1:${etcd_peer_ports[$i]}" \
+    --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token compare-etcd \
+    --logger zap --log-outputs stderr --log-level warn > "$work/etcd-e$i.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${etcd_ports[@]}"; do wait_port "$p" 30; done
+etcd_json="$(bench etcd "127.0.0.1:${etcd_ports[0]},127.0.0.1:${etcd_ports[1]},127.0.0.1:${etcd_ports[2]}")"
+stop_all
+
+echo "== idem, 3 idem server processes on loopback, data in $work" >&2
+peers="n1=127.0.0.1:7002:7001,n2=127.0.0.1:7012:7011,n3=127.0.0.1:7022:7021"
+for n in n1 n2 n3; do
+  "$root/idem" server --id "$n" --data-dir "$work/idem/$n" --peers "$peers" > "$work/idem-$n.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${idem_ports[@]}"; do wait_port "$p" 60; done
+idem_json="$(bench idem "127.0.0.1:7001,127.0.0.1:7011,127.0.0.1:7021")"
+stop_all
+
+rate() { sed -n 's/.*"ops_per_s":\([0-9.]*\).*/\1/p' <<< "$1"; }
+p99() { sed -n 's/.*"p99_ms":\([0-9.]*\).*/\1/p' <<< "$1"; }
+etcd_rate="$(rate "$etcd_json")" idem_rate="$(rate "$idem_json")"
+echo "etcd: $etcd_json"
+echo "idem: $idem_json"
+awk -v e="$etcd_rate" -v i="$idem_rate" -v ep="$(p99 "$etcd_json")" -v ip="$(p99 "$idem_json")" 'BEGIN {
+  printf "etcd %.0f writes/s (p99 %.1f ms), idem %.0f exactly-once writes/s (p99 %.1f ms): idem/etcd = %.2fx\n", e, ep, i, ip, (e > 0 ? i / e : 0)
+}'
