@@ -16,6 +16,7 @@ import java.util.concurrent.CompletableFuture;
 import org.apache.ratis.io.MD5Hash;
 import org.apache.ratis.proto.RaftProtos.LogEntryProto;
 import org.apache.ratis.protocol.Message;
+import org.apache.ratis.protocol.RaftClientRequest;
 import org.apache.ratis.protocol.RaftGroupId;
 import org.apache.ratis.server.RaftServer;
 import org.apache.ratis.server.protocol.TermIndex;
@@ -43,6 +44,8 @@ final class IdemStateMachine extends BaseStateMachine {
   private final SimpleStateMachineStorage storage = new SimpleStateMachineStorage();
   private final Limits limits;
   private final Object lock = new Object();
+  private final java.util.concurrent.ConcurrentHashMap<Long, LogEntry> appending =
+      new java.util.concurrent.ConcurrentHashMap<>();
   private ReplicatedState state;
 
   IdemStateMachine(SessionTableConfig sessionConfig, Limits limits) {
@@ -107,20 +110,40 @@ final class IdemStateMachine extends BaseStateMachine {
   @Override
   public CompletableFuture<Message> applyTransaction(TransactionContext trx) {
     LogEntryProto entry = trx.getLogEntry();
-    LogEntry parsed;
-    try {
-      parsed =
-          LogEntry.parseFrom(entry.getStateMachineLogEntry().getLogData().asReadOnlyByteBuffer());
-    } catch (IOException e) {
-      // Only leaders write entries, from parsed messages; a corrupt one means a broken log.
-      throw new IllegalStateException("log entry " + entry.getIndex() + " does not parse", e);
+    // Someone waits for the outcomes only of an entry this leader appended in this term: its
+    // transaction still carries the client request (followers and replays build theirs from the
+    // log). For those the batcher's own object is at hand and the bytes need no parsing.
+    RaftClientRequest request = trx.getClientRequest();
+    boolean answering = request != null;
+    LogEntry parsed = answering ? appending.get(request.getCallId()) : null;
+    if (parsed == null) {
+      try {
+        parsed =
+            LogEntry.parseFrom(entry.getStateMachineLogEntry().getLogData().asReadOnlyByteBuffer());
+      } catch (IOException e) {
+        // Only leaders write entries, from parsed messages; a corrupt one means a broken log.
+        throw new IllegalStateException("log entry " + entry.getIndex() + " does not parse", e);
+      }
     }
     EntryResult result;
     synchronized (lock) {
-      result = state.apply(entry.getIndex(), entry.getTerm(), parsed);
+      result = state.apply(entry.getIndex(), entry.getTerm(), parsed, answering);
       updateLastAppliedTermIndex(entry.getTerm(), entry.getIndex());
     }
     return CompletableFuture.completedFuture(new ResultMessage(result));
+  }
+
+  /**
+   * Notes that the entry with Ratis call id {@code callId} is being appended from {@code entry}, so
+   * that applying it here can use the object (serialized from it, so equal to what the log holds).
+   */
+  void expect(long callId, LogEntry entry) {
+    appending.put(callId, entry);
+  }
+
+  /** The append of {@code callId} finished, applied or not. */
+  void forget(long callId) {
+    appending.remove(callId);
   }
 
   /**

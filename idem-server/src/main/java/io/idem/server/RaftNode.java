@@ -43,8 +43,10 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
   private final RaftGroup group;
   private final ClientId clientId = ClientId.randomId();
   private final AtomicLong callId = new AtomicLong();
+  private final IdemStateMachine stateMachine;
 
   RaftNode(ServerConfig config, IdemStateMachine stateMachine) throws IOException {
+    this.stateMachine = stateMachine;
     List<RaftPeer> peers =
         config.peers().stream()
             .map(
@@ -104,7 +106,9 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
   @Override
   public CompletableFuture<EntryResult> append(LogEntry entry) {
     RaftClientRequest request = request(RaftClientRequest.writeRequestType(), entry.toByteArray());
+    stateMachine.expect(request.getCallId(), entry);
     return submit(request)
+        .whenComplete((reply, error) -> stateMachine.forget(request.getCallId()))
         .thenApply(
             reply -> {
               try {

@@ -68,6 +68,15 @@ final class ReplicatedState {
    *     would make replicas diverge, so the node must stop instead
    */
   EntryResult apply(long index, long term, LogEntry entry) {
+    return apply(index, term, entry, true);
+  }
+
+  /**
+   * As {@link #apply(long, long, LogEntry)}; with {@code answering} false (a follower, or an entry
+   * replayed from the log: nobody waits for its outcomes) the state changes alike, saved responses
+   * included, but no outcomes are built and the result is empty.
+   */
+  EntryResult apply(long index, long term, LogEntry entry, boolean answering) {
     if (entry.getFormatVersion() != LOG_FORMAT_VERSION) {
       throw new IllegalStateException(
           "log entry "
@@ -88,25 +97,31 @@ final class ReplicatedState {
     EntryResult.Builder out = EntryResult.newBuilder();
     for (int i = 0; i < entry.getCommandsCount(); i++) {
       Command c = entry.getCommands(i);
-      if (i >= MAX_COMMANDS_PER_ENTRY) {
-        out.addResults(rejectedCommand(c, "more than " + MAX_COMMANDS_PER_ENTRY + " commands"));
-        continue;
+      CommandResult r =
+          i >= MAX_COMMANDS_PER_ENTRY
+              ? rejectedCommand(c, "more than " + MAX_COMMANDS_PER_ENTRY + " commands")
+              : applyCommand(index, i, c, answering);
+      if (answering) {
+        out.addResults(r);
       }
-      out.addResults(applyCommand(index, i, c));
     }
     appliedIndex = index;
     appliedTerm = term;
     return out.build();
   }
 
-  private CommandResult applyCommand(long index, int position, Command c) {
+  /** Applies one command; its outcome, or null for a session command when not answering. */
+  private CommandResult applyCommand(long index, int position, Command c, boolean answering) {
     switch (c.getCmdCase()) {
       case REGISTER:
         return CommandResult.newBuilder()
             .setRegistration(register(index * MAX_COMMANDS_PER_ENTRY + position, c.getRegister()))
             .build();
       case SESSION:
-        return CommandResult.newBuilder().setFrame(session(index, c.getSession())).build();
+        {
+          ServerFrame f = session(index, c.getSession(), answering);
+          return f == null ? null : CommandResult.newBuilder().setFrame(f).build();
+        }
       case KEEP_ALIVE:
         {
           KeepAliveCmd k = c.getKeepAlive();
@@ -154,16 +169,21 @@ final class ReplicatedState {
     return RegisterReply.newBuilder().setCode(code(code)).setMessage(explain(code)).build();
   }
 
-  private ServerFrame session(long index, SessionCmd cmd) {
+  private ServerFrame session(long index, SessionCmd cmd, boolean answering) {
     long id = cmd.getClientId();
     Admission a = sessions.admit(id, cmd.getEpoch(), cmd.getSeq(), cmd.getAck(), clock);
     if (a == Admission.NEW) {
       Result result = execute(index, cmd.getOp());
       sessions.record(id, cmd.getSeq(), cmd.getAck(), clock, result.toByteArray());
-      return ServerFrame.newBuilder().setSeq(cmd.getSeq()).setResult(result).build();
+      return answering
+          ? ServerFrame.newBuilder().setSeq(cmd.getSeq()).setResult(result).build()
+          : null;
     }
     if (a instanceof Admission.Duplicate d) {
       duplicatesSuppressed++;
+      if (!answering) {
+        return null;
+      }
       return ServerFrame.newBuilder()
           .setSeq(cmd.getSeq())
           .setResult(parseSaved(d.response()))

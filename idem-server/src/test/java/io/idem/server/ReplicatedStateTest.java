@@ -223,4 +223,59 @@ class ReplicatedStateTest {
     assertThatThrownBy(() -> StateSnapshot.read(new ByteArrayInputStream(bad), Limits.DEFAULTS))
         .isInstanceOf(io.idem.core.SnapshotFormatException.class);
   }
+
+  @Test
+  void aFollowerThatBuildsNoOutcomesReachesTheSameState() {
+    // The leader's copy answers; a follower's copy applies the same entries without outcomes.
+    ReplicatedState follower = new ReplicatedState(SessionTableConfig.defaults(), Limits.DEFAULTS);
+    java.util.List<LogEntry> entries = new java.util.ArrayList<>();
+    RegisterReply s = register("f");
+    Operation put =
+        Operation.newBuilder()
+            .setPut(Put.newBuilder().setKey("k").setValue(ByteString.copyFromUtf8("v")))
+            .build();
+    Operation incr =
+        Operation.newBuilder().setIncrement(Increment.newBuilder().setKey("n").setDelta(2)).build();
+    Command[][] batches = {
+      {op(s, 1, put), op(s, 2, incr)},
+      {op(s, 2, incr), op(s, 3, incr)}, // a duplicate, then a new one
+      {op(s, 5, incr)}, // out of order
+      {op(s, 4, grant("l")), op(s, 5, incr)}
+    };
+    entries.add(
+        LogEntry.newBuilder()
+            .setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION)
+            .setLeaderTimeMs(time)
+            .addCommands(
+                Command.newBuilder()
+                    .setRegister(
+                        RegisterCmd.newBuilder()
+                            .setRequest(
+                                RegisterRequest.newBuilder()
+                                    .setName("f")
+                                    .setTtlMs(10_000)
+                                    .setNonce(7))
+                            .setSecretHi(1)
+                            .setSecretLo(2)))
+            .build());
+    for (Command[] batch : batches) {
+      time += 10;
+      EntryResult answered = apply(1, batch);
+      assertThat(answered.getResultsCount()).isEqualTo(batch.length);
+      LogEntry.Builder e =
+          LogEntry.newBuilder()
+              .setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION)
+              .setLeaderTimeMs(time);
+      for (Command c : batch) {
+        e.addCommands(c);
+      }
+      entries.add(e.build());
+    }
+    long i = 0;
+    for (LogEntry e : entries) {
+      assertThat(follower.apply(++i, 1, e, false).getResultsCount()).isZero();
+    }
+    assertThat(follower.duplicatesSuppressed).isEqualTo(state.duplicatesSuppressed).isEqualTo(1);
+    assertThat(StateSnapshot.digest(follower)).isEqualTo(StateSnapshot.digest(state));
+  }
 }
