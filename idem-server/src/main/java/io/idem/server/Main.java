@@ -67,6 +67,14 @@ public final class Main implements Callable<Integer> {
       description = "Snapshot after this many log entries. Default: ${DEFAULT-VALUE}.")
   long snapshotEvery;
 
+  @Option(
+      names = "--entries-in-flight",
+      defaultValue = "${env:IDEM_ENTRIES_IN_FLIGHT:-1}",
+      description =
+          "Log entries the leader replicates at once; commands arriving meanwhile wait and share the"
+              + " next entry. Default: ${DEFAULT-VALUE}.")
+  int entriesInFlight;
+
   /** Builds the configuration the flags describe. */
   ServerConfig config() {
     List<ServerConfig.Peer> list = new ArrayList<>();
@@ -85,6 +93,7 @@ public final class Main implements Callable<Integer> {
         .peers(list)
         .tickIntervalMs(tickMs)
         .snapshotEveryEntries(snapshotEvery)
+        .maxInFlightBatches(entriesInFlight)
         .build();
   }
 

@@ -167,7 +167,7 @@ public record ServerConfig(
     private long electionTimeoutMaxMs = 600;
     private int maxBatchCommands = 4096;
     private int maxBatchBytes = 1 << 20;
-    private int maxInFlightBatches = 4;
+    private int maxInFlightBatches = 1;
     private int maxQueuedCommands = 100_000;
     private long snapshotEveryEntries = 10_000;
     private int snapshotsRetained = 2;
