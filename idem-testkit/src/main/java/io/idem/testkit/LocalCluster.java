@@ -10,6 +10,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -232,36 +233,78 @@ public final class LocalCluster implements AutoCloseable {
   }
 
   /**
-   * Waits until every live node has applied the same entry and their digests are equal, and returns
-   * that digest.
+   * Waits until every live node has applied the same entry with the same digest, and returns that
+   * digest. Replicas apply at different moments: a follower learns that an entry committed only
+   * from the leader's next message, so the leader is often one entry ahead. This samples every
+   * node's (applied index, digest) over time and succeeds once some index was seen on every live
+   * node; two digests for the same index fail at once, since that is divergence.
    *
-   * @throws AssertionError naming the digests if they do not converge within {@code timeout}
+   * @throws AssertionError naming the digests if they do not converge within {@code timeout}, or if
+   *     two nodes had different states at the same applied index
    */
   public String awaitEqualDigests(Duration timeout) {
+    List<Map<Long, String>> seen = new ArrayList<>();
+    for (int i = 0; i < nodes.length; i++) {
+      seen.add(new HashMap<>());
+    }
     return Eventually.get(
         "equal digests on all live nodes",
         timeout,
         () -> {
-          long index = -1;
-          String digest = null;
-          for (IdemServer s : nodes) {
+          for (int i = 0; i < nodes.length; i++) {
+            IdemServer s = nodes[i];
             if (s == null) {
               continue;
             }
             long before = s.appliedIndex();
             String d = s.digest();
-            if (s.appliedIndex() != before || (index >= 0 && before != index)) {
-              return null; // still applying, or not caught up yet
+            if (s.appliedIndex() == before) {
+              seen.get(i).put(before, d);
             }
-            if (digest != null && !digest.equals(d)) {
-              return null;
-            }
-            index = before;
-            digest = d;
           }
-          return digest;
+          return commonDigest(seen);
         },
         () -> "digests " + digests() + ", applied " + appliedIndexes());
+  }
+
+  /** The digest at an applied index every live node reported, or null; fails on a divergence. */
+  private String commonDigest(List<Map<Long, String>> seen) {
+    Map<Long, String> first = null;
+    for (int i = 0; i < nodes.length; i++) {
+      if (nodes[i] != null) {
+        first = seen.get(i);
+        break;
+      }
+    }
+    if (first == null) {
+      return null;
+    }
+    for (Map.Entry<Long, String> e : first.entrySet()) {
+      boolean everywhere = true;
+      for (int i = 0; i < nodes.length; i++) {
+        if (nodes[i] == null) {
+          continue;
+        }
+        String d = seen.get(i).get(e.getKey());
+        if (d == null) {
+          everywhere = false;
+        } else if (!d.equals(e.getValue())) {
+          throw new AssertionError(
+              "replicas diverged: at applied index "
+                  + e.getKey()
+                  + " "
+                  + peers.get(i).id()
+                  + " has digest "
+                  + d
+                  + " and another node "
+                  + e.getValue());
+        }
+      }
+      if (everywhere) {
+        return e.getValue();
+      }
+    }
+    return null;
   }
 
   /** Applied index of every live node. */

@@ -35,7 +35,9 @@ class SnapshotRecoveryTest {
   }
 
   private static void load(LocalCluster cluster, int n) throws Exception {
-    try (IdemClient c = IdemClient.builder().servers(cluster.clientAddresses()).build()) {
+    // A small window keeps entries small (the leader folds whatever is queued into one entry), so
+    // that n increments make enough entries to cross several snapshots and log segments.
+    try (IdemClient c = IdemClient.builder().servers(cluster.clientAddresses()).window(4).build()) {
       var calls = new java.util.ArrayList<java.util.concurrent.CompletableFuture<Long>>();
       for (int i = 0; i < n; i++) {
         calls.add(c.incrementAsync("load", 1));
