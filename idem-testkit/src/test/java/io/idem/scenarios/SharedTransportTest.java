@@ -43,8 +43,7 @@ class SharedTransportTest {
       CompletableFuture.allOf(increments.toArray(CompletableFuture[]::new)).join();
       assertThat(increments.stream().map(CompletableFuture::join).distinct().count())
           .isEqualTo(400);
-      assertThat(clients.stream().mapToLong(IdemClient::clientId).distinct().count())
-          .isEqualTo(8);
+      assertThat(clients.stream().mapToLong(IdemClient::clientId).distinct().count()).isEqualTo(8);
 
       clients.get(0).close();
       assertThat(clients.get(1).increment("shared", 1)).isEqualTo(401);
