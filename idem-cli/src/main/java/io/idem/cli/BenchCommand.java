@@ -18,7 +18,9 @@ import java.util.stream.Stream;
 import org.HdrHistogram.Histogram;
 import org.HdrHistogram.Recorder;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
 
 /**
  * {@code idem bench}: many sessions, each pipelining exactly-once writes, against {@code --servers}
@@ -30,6 +32,8 @@ import picocli.CommandLine.Option;
     mixinStandardHelpOptions = true,
     description = "Measures exactly-once write throughput and latency; the last line is JSON.")
 final class BenchCommand implements Callable<Integer> {
+  @Spec CommandSpec spec;
+
   enum Workload {
     put,
     incr,
@@ -112,13 +116,17 @@ final class BenchCommand implements Callable<Integer> {
         || valueSize > 1024 * 1024
         || local < 0
         || local > 5) {
-      System.err.println(
-          "idem: out of range: --sessions 1-10000, --window 1-4096, --value-size 0-1048576, --local 0-5");
+      spec.commandLine()
+          .getErr()
+          .println(
+              "idem: out of range: --sessions 1-10000, --window 1-4096, --value-size 0-1048576, --local 0-5");
       return 2;
     }
     if (target == Target.etcd) {
       if (local != 0 || workload != Workload.put) {
-        System.err.println("idem: --target etcd runs the put workload against --servers only");
+        spec.commandLine()
+            .getErr()
+            .println("idem: --target etcd runs the put workload against --servers only");
         return 2;
       }
       try (EtcdTarget etcd = EtcdTarget.connect(servers, valueSize)) {

@@ -21,7 +21,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.stream.Stream;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
 
 /**
  * {@code idem demo}: a 3-node cluster in this process, two pipelining clients, and the faults the
@@ -36,6 +38,8 @@ import picocli.CommandLine.Option;
             + " its identity file, and checks that every acknowledged operation was applied exactly"
             + " once.")
 final class DemoCommand implements Callable<Integer> {
+  @Spec CommandSpec spec;
+
   @Option(
       names = "--seconds",
       defaultValue = "20",
@@ -54,7 +58,7 @@ final class DemoCommand implements Callable<Integer> {
   @Override
   public Integer call() throws Exception {
     if (seconds < 10 || seconds > 300) {
-      System.err.println("idem: --seconds must be in [10, 300], got " + seconds);
+      spec.commandLine().getErr().println("idem: --seconds must be in [10, 300], got " + seconds);
       return 2;
     }
     Path dir = Files.createTempDirectory("idem-demo");
@@ -252,13 +256,13 @@ final class DemoCommand implements Callable<Integer> {
     System.out.printf("[%3ds] %s%n", elapsedSeconds(), what);
   }
 
-  private static void deleteTree(Path dir) {
+  private void deleteTree(Path dir) {
     try (Stream<Path> files = Files.walk(dir)) {
       for (Path p : files.sorted(Comparator.reverseOrder()).toList()) {
         Files.deleteIfExists(p);
       }
     } catch (java.io.IOException e) {
-      System.err.println("idem: could not remove " + dir + ": " + e.getMessage());
+      spec.commandLine().getErr().println("idem: could not remove " + dir + ": " + e.getMessage());
     }
   }
 }

@@ -69,6 +69,19 @@ class IdemCliTest {
   }
 
   @Test
+  void benchAgainstEtcdChecksItsSettingsAndSaysWhenNobodyAnswers() {
+    assertThat(run("bench", "--target", "etcd", "--local", "1")).isEqualTo(2);
+    assertOneLineError("--target etcd runs the put workload against --servers only");
+    err.getBuffer().setLength(0);
+    assertThat(run("bench", "--target", "etcd", "--workload", "incr")).isEqualTo(2);
+    err.getBuffer().setLength(0);
+    // Port 9 on loopback has no etcd: the probe put fails within its 5 s, in one line.
+    assertThat(run("bench", "--target", "etcd", "--servers", "127.0.0.1:9", "--duration", "1s"))
+        .isEqualTo(1);
+    assertOneLineError("etcd did not answer a put");
+  }
+
+  @Test
   void everyCommandHasHelp() {
     for (String[] cmd :
         new String[][] {
@@ -78,6 +91,7 @@ class IdemCliTest {
           {"lease", "grant", "--help"},
           {"status", "--help"},
           {"demo", "--help"},
+          {"bench", "--help"},
           {"server", "--help"}
         }) {
       assertThat(run(cmd)).as(String.join(" ", cmd)).isZero();
