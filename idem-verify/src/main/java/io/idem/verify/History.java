@@ -1,0 +1,76 @@
+package io.idem.verify;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.BufferedReader;
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A recorded history as JSON lines: one {@link Op} per line, kept so that a run can be checked
+ * again offline. A line that does not parse is an error naming its line number, never skipped.
+ */
+public final class History {
+  private static final ObjectMapper JSON =
+      new ObjectMapper().configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, true);
+
+  private History() {}
+
+  /** One line of JSON for {@code op}. */
+  public static String line(Op op) {
+    try {
+      return JSON.writeValueAsString(op);
+    } catch (JsonProcessingException e) {
+      throw new IllegalStateException("an Op always serialises", e);
+    }
+  }
+
+  /** Writes {@code ops} to {@code file}, one per line. */
+  public static void write(Path file, List<Op> ops) throws IOException {
+    try (BufferedWriter w = Files.newBufferedWriter(file, StandardCharsets.UTF_8)) {
+      for (Op op : ops) {
+        w.write(line(op));
+        w.newLine();
+      }
+    }
+  }
+
+  /**
+   * Reads a history written by {@link #write}.
+   *
+   * @throws IOException naming the first line that is not an operation
+   */
+  public static List<Op> read(Path file) throws IOException {
+    List<Op> ops = new ArrayList<>();
+    try (BufferedReader r = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
+      String s;
+      int n = 0;
+      while ((s = r.readLine()) != null) {
+        n++;
+        if (s.isBlank()) {
+          continue;
+        }
+        try {
+          ops.add(JSON.readValue(s, Op.class));
+        } catch (JsonProcessingException | IllegalArgumentException e) {
+          throw new IOException(
+              file
+                  + " line "
+                  + n
+                  + " is not an operation: "
+                  + (e instanceof JsonProcessingException j
+                      ? j.getOriginalMessage()
+                      : e.getMessage()),
+              e);
+        }
+      }
+    }
+    return ops;
+  }
+}

@@ -1,0 +1,206 @@
+package io.idem.verify;
+
+import java.util.ArrayList;
+import java.util.BitSet;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+
+/**
+ * Linearizability of single-key registers (read, write, compare-and-set), by the Wing-Gong search
+ * with Lowe's memoisation (as in Knossos and Porcupine): look for an order of the operations that
+ * respects real time (an operation that ended before another began comes first) and the register's
+ * semantics. An operation with an unknown outcome may be placed anywhere after its start, or left
+ * out. Each key is searched on its own.
+ */
+public final class RegisterChecker {
+  /** Verdict of one key. */
+  public enum Verdict {
+    LINEARIZABLE,
+    NOT_LINEARIZABLE,
+    /** The search went past its step budget. */
+    UNKNOWN
+  }
+
+  private RegisterChecker() {}
+
+  /**
+   * Checks every key's register operations; violations for keys with no linearization. Keys whose
+   * search exceeds {@code maxSteps} are reported in {@code unknown} (if not null) instead.
+   */
+  public static List<Violation> check(List<Op> history, long maxSteps, List<String> unknown) {
+    Map<String, List<Op>> byKey = new LinkedHashMap<>();
+    for (Op op : history) {
+      if (relevant(op)) {
+        byKey.computeIfAbsent(op.key(), k -> new ArrayList<>()).add(op);
+      }
+    }
+    List<Violation> out = new ArrayList<>();
+    for (Map.Entry<String, List<Op>> e : byKey.entrySet()) {
+      Verdict v = verdict(e.getValue(), maxSteps);
+      if (v == Verdict.NOT_LINEARIZABLE) {
+        out.add(
+            new Violation(
+                Violation.Kind.NOT_LINEARIZABLE,
+                e.getKey(),
+                "no order of its " + e.getValue().size() + " operations explains what was seen"));
+      } else if (v == Verdict.UNKNOWN && unknown != null) {
+        unknown.add(e.getKey());
+      }
+    }
+    return out;
+  }
+
+  /** Operations that carry information about a register. */
+  private static boolean relevant(Op op) {
+    return switch (op.f()) {
+      case READ -> op.outcome() == Op.Outcome.OK;
+      case WRITE -> op.outcome() != Op.Outcome.FAIL;
+      case CAS -> true;
+      default -> false;
+    };
+  }
+
+  /** The verdict for the register operations of one key (the register starts absent). */
+  public static Verdict verdict(List<Op> ops, long maxSteps) {
+    int n = ops.size();
+    // Events: a call per op, a return per op with a known outcome; sorted by time, calls first
+    // on ties (an op ending exactly when another starts counts as concurrent with it).
+    List<long[]> events = new ArrayList<>(); // {time, 0 = call / 1 = return, op}
+    for (int i = 0; i < n; i++) {
+      Op op = ops.get(i);
+      events.add(new long[] {op.start(), 0, i});
+      if (op.end() != Long.MAX_VALUE) {
+        events.add(new long[] {op.end(), 1, i});
+      }
+    }
+    events.sort((a, b) -> a[0] != b[0] ? Long.compare(a[0], b[0]) : Long.compare(a[1], b[1]));
+    int m = events.size();
+    int[] next = new int[m + 1];
+    int[] prev = new int[m + 1];
+    int head = m; // sentinel
+    int[] callOf = new int[n];
+    int[] returnOf = new int[n];
+    java.util.Arrays.fill(returnOf, -1);
+    int returns = 0;
+    for (int i = 0; i < m; i++) {
+      prev[i] = i == 0 ? head : i - 1;
+      next[i] = i == m - 1 ? -1 : i + 1;
+      int op = (int) events.get(i)[2];
+      if (events.get(i)[1] == 0) {
+        callOf[op] = i;
+      } else {
+        returnOf[op] = i;
+        returns++;
+      }
+    }
+    next[head] = m == 0 ? -1 : 0;
+
+    BitSet linearized = new BitSet(n);
+    Set<Object> seen = new HashSet<>();
+    int[] stackCall = new int[n];
+    Long[] stackState = new Long[n];
+    int depth = 0;
+    Long state = null;
+    int entry = next[head];
+    long steps = 0;
+    while (returns > 0) {
+      if (++steps > maxSteps) {
+        return Verdict.UNKNOWN;
+      }
+      if (entry == -1) {
+        return Verdict.NOT_LINEARIZABLE; // cannot happen: a return ends every pass; kept safe
+      }
+      long[] ev = events.get(entry);
+      int op = (int) ev[2];
+      if (ev[1] == 0) {
+        Step s = step(ops.get(op), state);
+        if (s.legal()) {
+          linearized.set(op);
+          if (seen.add(List.of(linearized.clone(), Objects.requireNonNullElse(s.state(), NONE)))) {
+            stackCall[depth] = entry;
+            stackState[depth] = state;
+            depth++;
+            state = s.state();
+            lift(entry, returnOf[op], next, prev);
+            if (returnOf[op] >= 0) {
+              returns--;
+            }
+            entry = next[head];
+            continue;
+          }
+          linearized.clear(op);
+        }
+        entry = next[entry];
+      } else {
+        // A pending op's return: everything linearized since must be undone.
+        if (depth == 0) {
+          return Verdict.NOT_LINEARIZABLE;
+        }
+        depth--;
+        int call = stackCall[depth];
+        int undone = (int) events.get(call)[2];
+        state = stackState[depth];
+        linearized.clear(undone);
+        unlift(call, returnOf[undone], next, prev);
+        if (returnOf[undone] >= 0) {
+          returns++;
+        }
+        entry = next[call];
+      }
+    }
+    return Verdict.LINEARIZABLE;
+  }
+
+  private static final Object NONE = new Object();
+
+  private record Step(boolean legal, Long state) {}
+
+  /** Applies {@code op} to a register holding {@code current} (null = absent). */
+  private static Step step(Op op, Long current) {
+    return switch (op.f()) {
+      case WRITE -> new Step(true, op.value());
+      case READ -> new Step(Objects.equals(current, op.result()), current);
+      case CAS -> {
+        boolean matches = current != null && current == op.expected();
+        yield switch (op.outcome()) {
+          case OK -> new Step(matches, matches ? Long.valueOf(op.value()) : current);
+          case FAIL -> new Step(!matches, current);
+          case INFO -> new Step(true, matches ? Long.valueOf(op.value()) : current);
+        };
+      }
+      default -> throw new IllegalArgumentException("not a register operation: " + op);
+    };
+  }
+
+  private static void lift(int call, int ret, int[] next, int[] prev) {
+    remove(call, next, prev);
+    if (ret >= 0) {
+      remove(ret, next, prev);
+    }
+  }
+
+  private static void unlift(int call, int ret, int[] next, int[] prev) {
+    if (ret >= 0) {
+      restore(ret, next, prev);
+    }
+    restore(call, next, prev);
+  }
+
+  private static void remove(int i, int[] next, int[] prev) {
+    next[prev[i]] = next[i];
+    if (next[i] >= 0) {
+      prev[next[i]] = prev[i];
+    }
+  }
+
+  private static void restore(int i, int[] next, int[] prev) {
+    next[prev[i]] = i;
+    if (next[i] >= 0) {
+      prev[next[i]] = i;
+    }
+  }
+}
