@@ -1,0 +1,228 @@
+package io.idem.verify;
+
+import io.grpc.ManagedChannel;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.idem.proto.IdemGrpc;
+import io.idem.proto.StatusReply;
+import io.idem.proto.StatusRequest;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+/**
+ * A cluster of real {@code idem server} processes on loopback, each with its own data directory and
+ * log file, that can be killed with SIGKILL, paused with SIGSTOP, resumed, restarted and wiped. The
+ * servers run from this JVM's class path.
+ */
+public final class ProcessCluster implements AutoCloseable {
+  private final Path dir;
+  private final List<String> ids = new ArrayList<>();
+  private final List<String> clientAddresses = new ArrayList<>();
+  private final String peers;
+  private final Process[] processes;
+  private final boolean[] paused;
+
+  /** Chooses free loopback ports for {@code n} nodes; starts none. */
+  public ProcessCluster(Path dir, int n) {
+    this.dir = dir;
+    try {
+      Files.createDirectories(dir);
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot create " + dir, e);
+    }
+    this.processes = new Process[n];
+    this.paused = new boolean[n];
+    List<String> specs = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      String id = "n" + (i + 1);
+      int client = freePort();
+      int raft = freePort();
+      ids.add(id);
+      clientAddresses.add("127.0.0.1:" + client);
+      specs.add(id + "=127.0.0.1:" + raft + ":" + client);
+    }
+    this.peers = String.join(",", specs);
+  }
+
+  /** Starts every node. */
+  public void startAll() {
+    for (int i = 0; i < processes.length; i++) {
+      start(i);
+    }
+  }
+
+  /** Starts node {@code i} (a fresh process over its data directory). */
+  public synchronized void start(int i) {
+    if (processes[i] != null && processes[i].isAlive()) {
+      throw new IllegalStateException(ids.get(i) + " is running");
+    }
+    Path log = dir.resolve(ids.get(i) + ".log");
+    List<String> cmd =
+        List.of(
+            Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-Xmx512m",
+            "-cp",
+            System.getProperty("java.class.path"),
+            "io.idem.server.Main",
+            "--id",
+            ids.get(i),
+            "--data-dir",
+            dir.resolve(ids.get(i)).toString(),
+            "--peers",
+            peers);
+    try {
+      processes[i] =
+          new ProcessBuilder(cmd)
+              .redirectErrorStream(true)
+              .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()))
+              .start();
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot start " + ids.get(i), e);
+    }
+    paused[i] = false;
+  }
+
+  /** SIGKILL: the process dies at once, its data directory stays. */
+  public synchronized void kill(int i) {
+    Process p = processes[i];
+    if (p == null) {
+      return;
+    }
+    if (paused[i]) {
+      signal(p, "CONT"); // a stopped process still dies of SIGKILL, but resume it for clarity
+    }
+    p.destroyForcibly();
+    try {
+      if (!p.waitFor(10, TimeUnit.SECONDS)) {
+        throw new IllegalStateException(ids.get(i) + " did not die of SIGKILL in 10 s");
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    processes[i] = null;
+    paused[i] = false;
+  }
+
+  /** SIGSTOP: the process freezes (no heartbeats, no answers) until {@link #resume}. */
+  public synchronized void pause(int i) {
+    if (processes[i] != null && !paused[i]) {
+      signal(processes[i], "STOP");
+      paused[i] = true;
+    }
+  }
+
+  /** SIGCONT. */
+  public synchronized void resume(int i) {
+    if (processes[i] != null && paused[i]) {
+      signal(processes[i], "CONT");
+      paused[i] = false;
+    }
+  }
+
+  /** Kills node {@code i} and deletes its data: it must rejoin by snapshot install. */
+  public synchronized void wipe(int i) {
+    kill(i);
+    deleteTree(dir.resolve(ids.get(i)));
+  }
+
+  public synchronized boolean isRunning(int i) {
+    return processes[i] != null && processes[i].isAlive() && !paused[i];
+  }
+
+  public int size() {
+    return processes.length;
+  }
+
+  public String id(int i) {
+    return ids.get(i);
+  }
+
+  public List<String> clientAddresses() {
+    return List.copyOf(clientAddresses);
+  }
+
+  /** The status of node {@code i}, if it answers within a second. */
+  public Optional<StatusReply> status(int i) {
+    String a = clientAddresses.get(i);
+    int colon = a.lastIndexOf(':');
+    ManagedChannel ch =
+        NettyChannelBuilder.forAddress(
+                a.substring(0, colon), Integer.parseInt(a.substring(colon + 1)))
+            .usePlaintext()
+            .build();
+    try {
+      return Optional.of(
+          IdemGrpc.newBlockingStub(ch)
+              .withDeadlineAfter(1, TimeUnit.SECONDS)
+              .status(StatusRequest.getDefaultInstance()));
+    } catch (RuntimeException e) {
+      return Optional.empty();
+    } finally {
+      ch.shutdownNow();
+    }
+  }
+
+  /** The node that says it leads, if one answers. */
+  public Optional<Integer> leader() {
+    for (int i = 0; i < size(); i++) {
+      if (isRunning(i)) {
+        Optional<StatusReply> s = status(i);
+        if (s.isPresent() && s.get().getRole().equals("LEADER")) {
+          return Optional.of(i);
+        }
+      }
+    }
+    return Optional.empty();
+  }
+
+  @Override
+  public synchronized void close() {
+    for (int i = 0; i < processes.length; i++) {
+      kill(i);
+    }
+  }
+
+  private static void signal(Process p, String signal) {
+    try {
+      Process k = new ProcessBuilder("kill", "-" + signal, Long.toString(p.pid())).start();
+      if (!k.waitFor(5, TimeUnit.SECONDS) || k.exitValue() != 0) {
+        throw new IllegalStateException("kill -" + signal + " " + p.pid() + " failed");
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  private static void deleteTree(Path root) {
+    if (!Files.exists(root)) {
+      return;
+    }
+    try (Stream<Path> files = Files.walk(root)) {
+      for (Path p : files.sorted(Comparator.reverseOrder()).toList()) {
+        Files.deleteIfExists(p);
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  private static int freePort() {
+    try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      return s.getLocalPort();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+}
