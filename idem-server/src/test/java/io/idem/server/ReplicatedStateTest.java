@@ -33,6 +33,9 @@ class ReplicatedStateTest {
   private long index;
   private long time = 1_000;
 
+  /** Every entry applied so far, in order, for replaying on another replica. */
+  private final java.util.List<LogEntry> applied = new java.util.ArrayList<>();
+
   private EntryResult apply(long term, Command... commands) {
     LogEntry.Builder e =
         LogEntry.newBuilder()
@@ -41,6 +44,7 @@ class ReplicatedStateTest {
     for (Command c : commands) {
       e.addCommands(c);
     }
+    applied.add(e.build());
     return state.apply(++index, term, e.build());
   }
 
@@ -227,8 +231,6 @@ class ReplicatedStateTest {
   @Test
   void aFollowerThatBuildsNoOutcomesReachesTheSameState() {
     // The leader's copy answers; a follower's copy applies the same entries without outcomes.
-    ReplicatedState follower = new ReplicatedState(SessionTableConfig.defaults(), Limits.DEFAULTS);
-    java.util.List<LogEntry> entries = new java.util.ArrayList<>();
     RegisterReply s = register("f");
     Operation put =
         Operation.newBuilder()
@@ -242,37 +244,13 @@ class ReplicatedStateTest {
       {op(s, 5, incr)}, // out of order
       {op(s, 4, grant("l")), op(s, 5, incr)}
     };
-    entries.add(
-        LogEntry.newBuilder()
-            .setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION)
-            .setLeaderTimeMs(time)
-            .addCommands(
-                Command.newBuilder()
-                    .setRegister(
-                        RegisterCmd.newBuilder()
-                            .setRequest(
-                                RegisterRequest.newBuilder()
-                                    .setName("f")
-                                    .setTtlMs(10_000)
-                                    .setNonce(7))
-                            .setSecretHi(1)
-                            .setSecretLo(2)))
-            .build());
     for (Command[] batch : batches) {
       time += 10;
-      EntryResult answered = apply(1, batch);
-      assertThat(answered.getResultsCount()).isEqualTo(batch.length);
-      LogEntry.Builder e =
-          LogEntry.newBuilder()
-              .setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION)
-              .setLeaderTimeMs(time);
-      for (Command c : batch) {
-        e.addCommands(c);
-      }
-      entries.add(e.build());
+      assertThat(apply(1, batch).getResultsCount()).isEqualTo(batch.length);
     }
+    ReplicatedState follower = new ReplicatedState(SessionTableConfig.defaults(), Limits.DEFAULTS);
     long i = 0;
-    for (LogEntry e : entries) {
+    for (LogEntry e : applied) {
       assertThat(follower.apply(++i, 1, e, false).getResultsCount()).isZero();
     }
     assertThat(follower.duplicatesSuppressed).isEqualTo(state.duplicatesSuppressed).isEqualTo(1);
