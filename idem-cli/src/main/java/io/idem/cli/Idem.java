@@ -20,6 +20,7 @@ import picocli.CommandLine.Command;
       StatusCommand.class,
       DemoCommand.class,
       BenchCommand.class,
+      VerifyCommand.class,
       CommandLine.HelpCommand.class
     })
 public final class Idem implements Runnable {

@@ -82,6 +82,12 @@ class IdemCliTest {
   }
 
   @Test
+  void verifyRefusesAnUnknownProfile() {
+    assertThat(run("verify", "--profile", "quick")).isEqualTo(2);
+    assertOneLineError("--profile must be ci or long");
+  }
+
+  @Test
   void everyCommandHasHelp() {
     for (String[] cmd :
         new String[][] {
@@ -92,6 +98,7 @@ class IdemCliTest {
           {"status", "--help"},
           {"demo", "--help"},
           {"bench", "--help"},
+          {"verify", "--help"},
           {"server", "--help"}
         }) {
       assertThat(run(cmd)).as(String.join(" ", cmd)).isZero();

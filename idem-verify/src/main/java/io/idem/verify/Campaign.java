@@ -49,7 +49,35 @@ public final class Campaign {
       int appendClients,
       int counterClients,
       Duration faultEvery,
-      boolean atLeastOnce) {}
+      boolean atLeastOnce) {
+
+    /**
+     * The ci profile (part of {@code ./mvnw verify} as CampaignTest, and {@code idem verify}): 3
+     * nodes, 4 appending and 2 incrementing clients, 40 s with a fault every 5 s on average (30 s
+     * and every 3 s for the negative control).
+     */
+    public static Settings ci(long seed, boolean atLeastOnce) {
+      return new Settings(
+          seed,
+          3,
+          Duration.ofSeconds(atLeastOnce ? 30 : 40),
+          4,
+          2,
+          Duration.ofSeconds(atLeastOnce ? 3 : 5),
+          atLeastOnce);
+    }
+
+    /** The long profile: 3 nodes, 8 + 4 clients, 30 minutes, a fault every 3 s on average. */
+    public static Settings longRun(long seed, boolean atLeastOnce) {
+      return new Settings(
+          seed, 3, Duration.ofMinutes(30), 8, 4, Duration.ofSeconds(3), atLeastOnce);
+    }
+
+    /** The same settings, running for {@code d}. */
+    public Settings lasting(Duration d) {
+      return new Settings(seed, nodes, d, appendClients, counterClients, faultEvery, atLeastOnce);
+    }
+  }
 
   /** What happened. */
   public record Report(

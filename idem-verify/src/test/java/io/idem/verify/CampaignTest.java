@@ -3,14 +3,14 @@ package io.idem.verify;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.nio.file.Path;
-import java.time.Duration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * A short campaign against three real server processes with SIGKILL and SIGSTOP faults: no
- * violations; and the negative control (at-least-once retries) on the same faults is caught.
+ * The ci profile ({@code idem verify --profile ci}): a campaign against three real server processes
+ * with SIGKILL and SIGSTOP faults, no violations; then the negative control (at-least-once retries)
+ * under faults, which the checkers must catch.
  */
 @Timeout(300)
 class CampaignTest {
@@ -20,10 +20,7 @@ class CampaignTest {
   void exactlyOnceSurvivesKillsAndPausesAndAtLeastOnceIsCaught() throws Exception {
     long seed = Long.getLong("idem.verify.seed", System.nanoTime());
     Campaign.Report ok =
-        Campaign.run(
-            dir.resolve("exactly-once"),
-            new Campaign.Settings(
-                seed, 3, Duration.ofSeconds(40), 4, 2, Duration.ofSeconds(5), false));
+        Campaign.run(dir.resolve("exactly-once"), Campaign.Settings.ci(seed, false));
     System.out.println("campaign " + ok);
     assertThat(ok.violations()).isEmpty();
     assertThat(ok.faults().values().stream().mapToLong(Long::longValue).sum()).isPositive();
@@ -35,10 +32,7 @@ class CampaignTest {
     // The negative control: calls that time out (300 ms) are sent again as new calls. The first
     // copy stays in its session and is applied too, and the checkers must say so.
     Campaign.Report control =
-        Campaign.run(
-            dir.resolve("at-least-once"),
-            new Campaign.Settings(
-                seed, 3, Duration.ofSeconds(30), 4, 2, Duration.ofSeconds(3), true));
+        Campaign.run(dir.resolve("at-least-once"), Campaign.Settings.ci(seed, true));
     System.out.println("negative control " + control);
     assertThat(control.violations())
         .extracting(Violation::kind)

@@ -1,0 +1,108 @@
+package io.idem.cli;
+
+import io.idem.verify.Campaign;
+import io.idem.verify.Violation;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code idem verify}: a fault campaign against real {@code idem server} processes, judged by the
+ * history checkers (docs/VERIFICATION.md). Exit 0 when the verdict is as expected: no violations,
+ * or, for the negative control, the duplicates it must cause were found.
+ */
+@Command(
+    name = "verify",
+    mixinStandardHelpOptions = true,
+    description =
+        "Runs a fault campaign (kill -9, SIGSTOP) against server processes and checks the history.")
+final class VerifyCommand implements Callable<Integer> {
+  @Spec CommandSpec spec;
+
+  @Option(
+      names = "--profile",
+      defaultValue = "ci",
+      description =
+          "ci (40 s; 30 s with --negative-control) or long (30 minutes). Default: ${DEFAULT-VALUE}.")
+  String profile;
+
+  @Option(
+      names = "--seed",
+      description = "Seed of the fault schedule and workload. Default: random.")
+  Long seed;
+
+  @Option(
+      names = "--duration",
+      converter = DurationConverter.class,
+      description = "How long the clients run, instead of the profile's.")
+  Duration duration;
+
+  @Option(
+      names = "--negative-control",
+      description =
+          "Clients resend timed-out calls as new calls (at-least-once); the checkers must flag it.")
+  boolean negativeControl;
+
+  @Option(
+      names = "--dir",
+      description =
+          "Where the servers' data, logs and history.jsonl go. Default: a new temporary directory.")
+  Path dir;
+
+  @Override
+  public Integer call() throws Exception {
+    long chosenSeed = seed != null ? seed : System.nanoTime();
+    Campaign.Settings s;
+    switch (profile) {
+      case "ci" -> s = Campaign.Settings.ci(chosenSeed, negativeControl);
+      case "long" -> s = Campaign.Settings.longRun(chosenSeed, negativeControl);
+      default -> {
+        spec.commandLine().getErr().println("idem: --profile must be ci or long, got " + profile);
+        return 2;
+      }
+    }
+    if (duration != null) {
+      s = s.lasting(duration);
+    }
+    Path where =
+        dir != null ? Files.createDirectories(dir) : Files.createTempDirectory("idem-verify");
+    var out = spec.commandLine().getOut();
+    out.printf(
+        "campaign: profile %s, seed %d, %d nodes, %s, data and history in %s%n",
+        profile, s.seed(), s.nodes(), s.duration(), where);
+    Campaign.Report r = Campaign.run(where, s);
+    long ops = r.opsByKind().values().stream().mapToLong(Long::longValue).sum();
+    long faults = r.faults().values().stream().mapToLong(Long::longValue).sum();
+    out.printf("seed                  %d%n", r.seed());
+    out.printf("operations            %,d  %s  %s%n", ops, r.opsByKind(), r.opsByOutcome());
+    out.printf("faults                %,d  %s%n", faults, r.faults());
+    out.printf("client retries        %,d%n", r.retries());
+    out.printf("duplicates suppressed %,d%n", r.duplicatesSuppressed());
+    out.printf("violations            %,d%n", r.violations().size());
+    Map<Violation.Kind, Long> byKind = new java.util.EnumMap<>(Violation.Kind.class);
+    for (Violation v : r.violations()) {
+      byKind.merge(v.kind(), 1L, Long::sum);
+    }
+    r.violations().stream().limit(10).forEach(v -> out.println("  " + v));
+    out.printf("history               %s%n", r.history());
+    boolean duplicatesFound = byKind.getOrDefault(Violation.Kind.DUPLICATE, 0L) > 0;
+    if (negativeControl) {
+      out.println(
+          duplicatesFound
+              ? "verdict: PASS: the checkers flagged the duplicates at-least-once retries cause "
+                  + byKind
+              : "verdict: FAIL: at-least-once retries caused no flagged duplicate; the checkers or"
+                  + " the faults are too weak");
+      return duplicatesFound ? 0 : 1;
+    }
+    out.println(
+        r.violations().isEmpty() ? "verdict: PASS: no violations" : "verdict: FAIL: " + byKind);
+    return r.violations().isEmpty() ? 0 : 1;
+  }
+}
