@@ -90,6 +90,11 @@ final class VerifyCommand implements Callable<Integer> {
       byKind.merge(v.kind(), 1L, Long::sum);
     }
     r.violations().stream().limit(10).forEach(v -> out.println("  " + v));
+    if (!r.undecidedRegisters().isEmpty()) {
+      out.printf(
+          "undecided             %s: the linearizability search gave up on these registers%n",
+          r.undecidedRegisters());
+    }
     out.printf("history               %s%n", r.history());
     boolean duplicatesFound = byKind.getOrDefault(Violation.Kind.DUPLICATE, 0L) > 0;
     if (negativeControl) {
@@ -101,8 +106,13 @@ final class VerifyCommand implements Callable<Integer> {
                   + " the faults are too weak");
       return duplicatesFound ? 0 : 1;
     }
+    boolean clean = r.violations().isEmpty() && r.undecidedRegisters().isEmpty();
     out.println(
-        r.violations().isEmpty() ? "verdict: PASS: no violations" : "verdict: FAIL: " + byKind);
-    return r.violations().isEmpty() ? 0 : 1;
+        clean
+            ? "verdict: PASS: no violations"
+            : "verdict: FAIL: "
+                + byKind
+                + (r.undecidedRegisters().isEmpty() ? "" : " and undecided registers"));
+    return clean ? 0 : 1;
   }
 }

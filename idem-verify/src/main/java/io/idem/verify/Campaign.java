@@ -38,6 +38,7 @@ public final class Campaign {
    * @param duration how long the clients run
    * @param appendClients clients appending to lists
    * @param counterClients clients incrementing counters
+   * @param registerClients clients reading, writing and compare-and-setting registers
    * @param faultEvery mean time between faults
    * @param atLeastOnce the negative control: a call that times out is sent again as a new call
    *     (plain at-least-once), with a short timeout so that it happens
@@ -48,13 +49,14 @@ public final class Campaign {
       Duration duration,
       int appendClients,
       int counterClients,
+      int registerClients,
       Duration faultEvery,
       boolean atLeastOnce) {
 
     /**
      * The ci profile (part of {@code ./mvnw verify} as CampaignTest, and {@code idem verify}): 3
-     * nodes, 4 appending and 2 incrementing clients, 40 s with a fault every 5 s on average (30 s
-     * and every 3 s for the negative control).
+     * nodes, 4 appending, 2 incrementing and 2 register clients, 40 s with a fault every 5 s on
+     * average (the negative control: no register clients, 30 s, every 3 s).
      */
     public static Settings ci(long seed, boolean atLeastOnce) {
       return new Settings(
@@ -63,19 +65,21 @@ public final class Campaign {
           Duration.ofSeconds(atLeastOnce ? 30 : 40),
           4,
           2,
+          atLeastOnce ? 0 : 2, // its 300 ms timeouts leave the register search too many unknowns
           Duration.ofSeconds(atLeastOnce ? 3 : 5),
           atLeastOnce);
     }
 
-    /** The long profile: 3 nodes, 8 + 4 clients, 30 minutes, a fault every 3 s on average. */
+    /** The long profile: 3 nodes, 8 + 4 + 4 clients, 30 minutes, a fault every 3 s on average. */
     public static Settings longRun(long seed, boolean atLeastOnce) {
       return new Settings(
-          seed, 3, Duration.ofMinutes(30), 8, 4, Duration.ofSeconds(3), atLeastOnce);
+          seed, 3, Duration.ofMinutes(30), 8, 4, 4, Duration.ofSeconds(3), atLeastOnce);
     }
 
     /** The same settings, running for {@code d}. */
     public Settings lasting(Duration d) {
-      return new Settings(seed, nodes, d, appendClients, counterClients, faultEvery, atLeastOnce);
+      return new Settings(
+          seed, nodes, d, appendClients, counterClients, registerClients, faultEvery, atLeastOnce);
     }
   }
 
@@ -88,10 +92,12 @@ public final class Campaign {
       long retries,
       long duplicatesSuppressed,
       List<Violation> violations,
+      List<String> undecidedRegisters,
       Path history) {}
 
   private static final int LISTS = 4;
   private static final int COUNTERS = 2;
+  private static final int REGISTERS = 2;
 
   private final Path dir;
   private final Settings settings;
@@ -117,7 +123,7 @@ public final class Campaign {
       List<IdemClient> clients = new ArrayList<>();
       List<Thread> threads = new ArrayList<>();
       long end = System.nanoTime() + settings.duration().toNanos();
-      int n = settings.appendClients() + settings.counterClients();
+      int n = settings.appendClients() + settings.counterClients() + settings.registerClients();
       for (int c = 0; c < n; c++) {
         IdemClient client =
             IdemClient.builder()
@@ -128,12 +134,15 @@ public final class Campaign {
                 .window(8)
                 .build();
         clients.add(client);
-        boolean appender = c < settings.appendClients();
         int id = c;
-        Thread t =
-            new Thread(
-                () -> workload(client, id, appender, end, new Random(settings.seed() * 31 + id)),
-                "workload-" + c);
+        Random random = new Random(settings.seed() * 31 + id);
+        boolean appender = c < settings.appendClients();
+        boolean register = c >= settings.appendClients() + settings.counterClients();
+        Runnable loop =
+            register
+                ? () -> registers(client, id, end, random)
+                : () -> workload(client, id, appender, end, random);
+        Thread t = new Thread(loop, "workload-" + c);
         threads.add(t);
         t.start();
       }
@@ -185,6 +194,8 @@ public final class Campaign {
       }
       violations.addAll(ListAppendChecker.check(ops, lists));
       violations.addAll(CounterChecker.check(ops, counters));
+      List<String> undecided = new ArrayList<>();
+      violations.addAll(RegisterChecker.check(ops, 20_000_000, undecided));
       long duplicates = convergence(cluster, violations);
       Path file = dir.resolve("history.jsonl");
       History.write(file, ops);
@@ -202,6 +213,7 @@ public final class Campaign {
           retries,
           duplicates,
           violations,
+          undecided,
           file);
     }
   }
@@ -257,6 +269,80 @@ public final class Campaign {
         return; // its session is gone or fenced: this client stops, as a crashed one would
       }
     }
+  }
+
+  /**
+   * A register client's loop: linearizable reads, writes of unique values, and compare-and-sets at
+   * the version its last read saw, on a few keys.
+   */
+  private void registers(IdemClient client, int id, long end, Random r) {
+    long unique = (long) id * 1_000_000_000L;
+    Map<String, Long> lastVersion = new HashMap<>();
+    while (System.nanoTime() < end) {
+      String key = "register/" + r.nextInt(REGISTERS);
+      int kind = r.nextInt(10);
+      long start = now();
+      try {
+        if (kind < 4) {
+          Optional<KeyValue> kv = client.get(key);
+          lastVersion.put(key, kv.map(KeyValue::version).orElse(0L));
+          Long value = kv.map(v -> Long.parseLong(v.valueAsString())).orElse(null);
+          record(id, Op.Fn.READ, key, 0, 0, start, Op.Outcome.OK, value);
+        } else if (kind < 7) {
+          long v = ++unique;
+          client.put(key, Long.toString(v));
+          record(id, Op.Fn.WRITE, key, v, 0, start, Op.Outcome.OK, null);
+        } else {
+          long v = ++unique;
+          long expected = lastVersion.getOrDefault(key, 0L);
+          boolean done =
+              client.compareAndSet(
+                  key, expected, Long.toString(v).getBytes(StandardCharsets.UTF_8));
+          record(
+              id, Op.Fn.CAS, key, v, expected, start, done ? Op.Outcome.OK : Op.Outcome.FAIL, null);
+        }
+      } catch (IdemException e) {
+        if (kind >= 4) { // a read that failed tells nothing; a write or cas may have happened
+          long v = unique;
+          record(
+              id,
+              kind < 7 ? Op.Fn.WRITE : Op.Fn.CAS,
+              key,
+              v,
+              lastVersion.getOrDefault(key, 0L),
+              start,
+              Op.Outcome.INFO,
+              null);
+        }
+        if (!(e instanceof IdemTimeoutException) && !(e instanceof OutcomeUnknownException)) {
+          return; // fenced or closed
+        }
+      }
+    }
+  }
+
+  private void record(
+      int client,
+      Op.Fn f,
+      String key,
+      long value,
+      long expected,
+      long start,
+      Op.Outcome o,
+      Long result) {
+    history.add(
+        new Op(
+            ids.incrementAndGet(),
+            "c" + client,
+            f,
+            key,
+            value,
+            expected,
+            0,
+            start,
+            o == Op.Outcome.INFO ? Long.MAX_VALUE : now(),
+            o,
+            result));
   }
 
   /** The seeded fault schedule, until {@code end}. */

@@ -8,7 +8,7 @@ package io.idem.verify;
  * @param f what it does
  * @param key the key it touches
  * @param value append: the (unique) element; incr: the delta; write: the value; cas: the new value
- * @param expected cas only: the value it expects
+ * @param expected cas only: the version it expects (the number of writes to the key so far)
  * @param seq the client's request number within its session (FIFO order), 0 if none
  * @param start when it was invoked (nanoseconds, one clock for the whole history)
  * @param end when its outcome was known, or {@link Long#MAX_VALUE} for an unknown outcome

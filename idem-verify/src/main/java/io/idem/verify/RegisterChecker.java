@@ -15,6 +15,11 @@ import java.util.Set;
  * respects real time (an operation that ended before another began comes first) and the register's
  * semantics. An operation with an unknown outcome may be placed anywhere after its start, or left
  * out. Each key is searched on its own.
+ *
+ * <p>The register is Idem's key: a value and a version, the number of writes so far (0 while
+ * absent). A write sets the value and adds one to the version; a compare-and-set ({@link
+ * Op#expected} is the version it expects) writes only at that version, and its FAIL outcome means
+ * the version differed; a read sees the value.
  */
 public final class RegisterChecker {
   /** Verdict of one key. */
@@ -102,9 +107,9 @@ public final class RegisterChecker {
     BitSet linearized = new BitSet(n);
     Set<Object> seen = new HashSet<>();
     int[] stackCall = new int[n];
-    Long[] stackState = new Long[n];
+    Register[] stackState = new Register[n];
     int depth = 0;
-    Long state = null;
+    Register state = Register.ABSENT;
     int entry = next[head];
     long steps = 0;
     while (returns > 0) {
@@ -120,7 +125,7 @@ public final class RegisterChecker {
         Step s = step(ops.get(op), state);
         if (s.legal()) {
           linearized.set(op);
-          if (seen.add(List.of(linearized.clone(), Objects.requireNonNullElse(s.state(), NONE)))) {
+          if (seen.add(List.of(linearized.clone(), s.state()))) {
             stackCall[depth] = entry;
             stackState[depth] = state;
             depth++;
@@ -155,21 +160,29 @@ public final class RegisterChecker {
     return Verdict.LINEARIZABLE;
   }
 
-  private static final Object NONE = new Object();
+  /** A register's state: its value (null while absent) and its version. */
+  private record Register(Long value, long version) {
+    static final Register ABSENT = new Register(null, 0);
 
-  private record Step(boolean legal, Long state) {}
+    Register write(long v) {
+      return new Register(v, version + 1);
+    }
+  }
 
-  /** Applies {@code op} to a register holding {@code current} (null = absent). */
-  private static Step step(Op op, Long current) {
+  private record Step(boolean legal, Register state) {}
+
+  /** Applies {@code op} to {@code current}. */
+  private static Step step(Op op, Register current) {
     return switch (op.f()) {
-      case WRITE -> new Step(true, op.value());
-      case READ -> new Step(Objects.equals(current, op.result()), current);
+      case WRITE -> new Step(true, current.write(op.value()));
+      case READ -> new Step(Objects.equals(current.value(), op.result()), current);
       case CAS -> {
-        boolean matches = current != null && current == op.expected();
+        boolean matches = current.version() == op.expected();
+        Register after = matches ? current.write(op.value()) : current;
         yield switch (op.outcome()) {
-          case OK -> new Step(matches, matches ? Long.valueOf(op.value()) : current);
+          case OK -> new Step(matches, after);
           case FAIL -> new Step(!matches, current);
-          case INFO -> new Step(true, matches ? Long.valueOf(op.value()) : current);
+          case INFO -> new Step(true, after);
         };
       }
       default -> throw new IllegalArgumentException("not a register operation: " + op);

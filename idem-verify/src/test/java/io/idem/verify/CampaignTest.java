@@ -23,6 +23,8 @@ class CampaignTest {
         Campaign.run(dir.resolve("exactly-once"), Campaign.Settings.ci(seed, false));
     System.out.println("campaign " + ok);
     assertThat(ok.violations()).isEmpty();
+    assertThat(ok.undecidedRegisters()).as("registers the search gave up on").isEmpty();
+    assertThat(ok.opsByKind().get(Op.Fn.CAS)).isPositive();
     assertThat(ok.faults().values().stream().mapToLong(Long::longValue).sum()).isPositive();
     assertThat(ok.opsByKind().get(Op.Fn.APPEND)).isPositive();
     assertThat(ok.opsByKind().get(Op.Fn.INCR)).isPositive();

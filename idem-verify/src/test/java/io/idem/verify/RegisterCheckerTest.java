@@ -65,14 +65,19 @@ class RegisterCheckerTest {
   }
 
   @Test
-  void compareAndSetSucceedsOnlyOnTheExpectedValue() {
+  void compareAndSetWritesOnlyAtTheExpectedVersion() {
+    // write(1) makes version 1; cas(expected version 1 -> 2) then succeeds and makes version 2.
     assertThat(verdict(write(1, 0, 1, OK), cas(1, 2, 2, 3, OK), read(2L, 4, 5)))
         .isEqualTo(Verdict.LINEARIZABLE);
     assertThat(verdict(write(1, 0, 1, OK), cas(1, 2, 2, 3, FAIL)))
         .isEqualTo(Verdict.NOT_LINEARIZABLE);
     assertThat(verdict(write(1, 0, 1, OK), cas(7, 2, 2, 3, OK)))
         .isEqualTo(Verdict.NOT_LINEARIZABLE);
+    assertThat(verdict(write(5, 0, 1, OK), write(5, 2, 3, OK), cas(1, 9, 4, 5, OK)))
+        .as("the same value written twice is version 2, not 1")
+        .isEqualTo(Verdict.NOT_LINEARIZABLE);
     assertThat(verdict(cas(1, 2, 0, 1, FAIL), read(null, 2, 3))).isEqualTo(Verdict.LINEARIZABLE);
+    assertThat(verdict(cas(0, 2, 0, 1, OK), read(2L, 2, 3))).isEqualTo(Verdict.LINEARIZABLE);
   }
 
   @Test
@@ -94,6 +99,7 @@ class RegisterCheckerTest {
     Random r = new Random(seed);
     List<Op> ops = new ArrayList<>();
     Long register = null;
+    long version = 0;
     long t = 0;
     int readIndex = -1;
     for (int i = 0; i < size; i++) {
@@ -102,20 +108,19 @@ class RegisterCheckerTest {
       long end = point + r.nextInt(8);
       int kind = r.nextInt(4);
       Op op;
-      if (kind == 0) {
-        op = read(register, start, end);
-        readIndex = ops.size();
-      } else if (kind == 1) {
+      if (kind == 1) {
         long v = r.nextInt(3);
         op = write(v, start, end, r.nextInt(6) == 0 ? INFO : OK);
         register = v;
+        version++;
       } else if (kind == 2) {
-        long expected = r.nextInt(3);
+        long expected = r.nextInt((int) version + 2);
         long v = r.nextInt(3);
-        boolean matches = register != null && register == expected;
+        boolean matches = version == expected;
         op = cas(expected, v, start, end, matches ? OK : FAIL);
         if (matches) {
           register = v;
+          version++;
         }
       } else {
         op = read(register, start, end);
