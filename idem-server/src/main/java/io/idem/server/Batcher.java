@@ -170,7 +170,7 @@ final class Batcher implements AutoCloseable {
     } catch (RuntimeException e) {
       appended = CompletableFuture.failedFuture(e);
     }
-    appended.whenCompleteAsync((result, error) -> finish(batch, result, error), replies);
+    appended.whenCompleteAsync((result, error) -> finish(batch, result, error), this::reply);
   }
 
   private void finish(List<Pending> batch, EntryResult result, Throwable error) {
@@ -195,6 +195,15 @@ final class Batcher implements AutoCloseable {
     }
     for (int i = 0; i < batch.size(); i++) {
       batch.get(i).result().complete(result.getResults(i));
+    }
+  }
+
+  /** Hands outcomes to the replies thread; once closed, on the completing thread itself. */
+  private void reply(Runnable r) {
+    try {
+      replies.execute(r);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      r.run(); // after close: the waiting commands still get their (not-leader) outcome
     }
   }
 

@@ -64,17 +64,12 @@ final class ReplicatedState {
   /**
    * Applies entry {@code index} of term {@code term} and returns one outcome per command.
    *
+   * <p>With {@code answering} false (a follower, or an entry replayed from the log: nobody waits
+   * for its outcomes) the state changes alike, saved responses included, but no outcomes are built
+   * and the result is empty.
+   *
    * @throws IllegalStateException for an entry of an unknown format version: applying it wrongly
    *     would make replicas diverge, so the node must stop instead
-   */
-  EntryResult apply(long index, long term, LogEntry entry) {
-    return apply(index, term, entry, true);
-  }
-
-  /**
-   * As {@link #apply(long, long, LogEntry)}; with {@code answering} false (a follower, or an entry
-   * replayed from the log: nobody waits for its outcomes) the state changes alike, saved responses
-   * included, but no outcomes are built and the result is empty.
    */
   EntryResult apply(long index, long term, LogEntry entry, boolean answering) {
     if (entry.getFormatVersion() != LOG_FORMAT_VERSION) {

@@ -45,7 +45,7 @@ class ReplicatedStateTest {
       e.addCommands(c);
     }
     applied.add(e.build());
-    return state.apply(++index, term, e.build());
+    return state.apply(++index, term, e.build(), true);
   }
 
   private RegisterReply register(String name) {
@@ -194,7 +194,7 @@ class ReplicatedStateTest {
   @Test
   void unknownLogFormatStopsTheNode() {
     LogEntry future = LogEntry.newBuilder().setFormatVersion(99).build();
-    assertThatThrownBy(() -> state.apply(1, 1, future))
+    assertThatThrownBy(() -> state.apply(1, 1, future, true))
         .isInstanceOf(IllegalStateException.class)
         .hasMessageContaining("format version 99");
   }
