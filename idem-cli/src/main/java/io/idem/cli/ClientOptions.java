@@ -1,6 +1,7 @@
 package io.idem.cli;
 
 import io.idem.client.IdemClient;
+import java.nio.file.Path;
 import java.time.Duration;
 import picocli.CommandLine.Option;
 
@@ -19,12 +20,33 @@ final class ClientOptions {
       description = "How long to wait for an answer, e.g. 5s, 500ms. Default: ${DEFAULT-VALUE}.")
   Duration timeout;
 
+  @Option(
+      names = "--identity",
+      description =
+          "A file keeping this client's session across invocations (created if absent), so that"
+              + " one command renews or revokes a lease another granted: only the session that was"
+              + " granted a lease may. Without it each invocation is a new session.")
+  Path identity;
+
+  @Option(
+      names = "--session-ttl",
+      defaultValue = "30s",
+      converter = DurationConverter.class,
+      description =
+          "How long the session outlives this command (with --identity, the time to the next"
+              + " command). Default: ${DEFAULT-VALUE}.")
+  Duration sessionTtl;
+
   IdemClient client() {
-    return IdemClient.builder()
-        .servers(servers)
-        .requestTimeout(timeout)
-        .stallTimeout(timeout)
-        .sessionTtl(Duration.ofSeconds(30))
-        .build();
+    IdemClient.Builder b =
+        IdemClient.builder()
+            .servers(servers)
+            .requestTimeout(timeout)
+            .stallTimeout(timeout)
+            .sessionTtl(sessionTtl);
+    if (identity != null) {
+      b.identity(identity, "idem-cli");
+    }
+    return b.build();
   }
 }

@@ -70,8 +70,7 @@ final class LeaseCommand {
     @Override
     public Integer call() {
       try (IdemClient c = options.client()) {
-        c.revokeLease(name);
-        System.out.println("revoked");
+        System.out.println("revoked at log time " + c.revokeLease(name) + " ms");
       }
       return 0;
     }

@@ -2,10 +2,15 @@ package io.idem.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.idem.server.IdemServer;
+import io.idem.server.ServerConfig;
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.nio.file.Path;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 /** The command line's error paths: one line on stderr, a non-zero exit, never a stack trace. */
 @Timeout(60)
@@ -85,6 +90,38 @@ class IdemCliTest {
   void verifyRefusesAnUnknownProfile() {
     assertThat(run("verify", "--profile", "quick")).isEqualTo(2);
     assertOneLineError("--profile must be ci or long");
+  }
+
+  @Test
+  void leaseIsRenewedAndRevokedOnlyWithTheHoldersIdentity(@TempDir Path dir) throws Exception {
+    int port;
+    try (java.net.ServerSocket s =
+        new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      port = s.getLocalPort();
+    }
+    int raft;
+    try (java.net.ServerSocket s =
+        new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      raft = s.getLocalPort();
+    }
+    String servers = "127.0.0.1:" + port;
+    try (IdemServer server =
+        IdemServer.start(
+            ServerConfig.builder()
+                .dataDir(dir.resolve("data"))
+                .peers(List.of(new ServerConfig.Peer("n1", "127.0.0.1:" + raft, servers)))
+                .build())) {
+      String id = dir.resolve("me.id").toString();
+      assertThat(
+              run("lease", "grant", "lock", "30s", "--servers", servers, "--identity", id)
+                  + run("lease", "keepalive", "lock", "--servers", servers, "--identity", id))
+          .isZero();
+      assertThat(server.status().getLeases()).isEqualTo(1);
+      assertThat(run("lease", "keepalive", "lock", "--servers", servers)).isEqualTo(1);
+      assertOneLineError("held by another session");
+      assertThat(run("lease", "revoke", "lock", "--servers", servers, "--identity", id)).isZero();
+      assertThat(server.status().getLeases()).isZero();
+    }
   }
 
   @Test

@@ -63,9 +63,21 @@ public final class IdemClient implements AutoCloseable {
       String name,
       IdemTransport transport) {}
 
-  /** An operation a previous instance had in flight, resent after a restart. */
+  /**
+   * An operation a previous instance had in flight, resent after a restart.
+   *
+   * @param seq its request number in the session
+   * @param description what it is: put, append, increment, grant_lease, ...
+   * @param key the key (or lease name) it names
+   * @param value the bytes it writes or appends; empty for other operations
+   * @param result its outcome, when it comes
+   */
   public record RecoveredCall(
-      long seq, String description, CompletableFuture<WriteResult> result) {}
+      long seq,
+      String description,
+      String key,
+      byte[] value,
+      CompletableFuture<WriteResult> result) {}
 
   private final Settings settings;
   private final ClientSession session;
@@ -203,7 +215,10 @@ public final class IdemClient implements AutoCloseable {
         f -> f.getResult().getNumber());
   }
 
-  /** Renews lease {@code name}; returns its new expiry. {@link LeaseNotFoundException} if gone. */
+  /**
+   * Renews lease {@code name}; returns its new expiry. {@link LeaseNotFoundException} if it is gone
+   * or another session holds it (this session's lease expired and was granted to another).
+   */
   public long keepAliveLease(String name) {
     return join(keepAliveLeaseAsync(name));
   }
@@ -216,17 +231,21 @@ public final class IdemClient implements AutoCloseable {
         f -> f.getResult().getNumber());
   }
 
-  /** Revokes lease {@code name}, deleting its keys. {@link LeaseNotFoundException} if gone. */
-  public void revokeLease(String name) {
-    join(revokeLeaseAsync(name));
+  /**
+   * Revokes lease {@code name}, deleting its keys; returns the log time at which it ended. Only the
+   * session that was granted the lease may renew or revoke it: {@link LeaseNotFoundException} if it
+   * is gone or another session holds it.
+   */
+  public long revokeLease(String name) {
+    return join(revokeLeaseAsync(name));
   }
 
   /** See {@link #revokeLease}. */
-  public CompletableFuture<Void> revokeLeaseAsync(String name) {
+  public CompletableFuture<Long> revokeLeaseAsync(String name) {
     checkName(name);
     return write(
         Operation.newBuilder().setRevokeLease(RevokeLease.newBuilder().setName(name)).build(),
-        f -> null);
+        f -> f.getResult().getNumber());
   }
 
   // ---- reads ----
@@ -300,9 +319,34 @@ public final class IdemClient implements AutoCloseable {
           new RecoveredCall(
               c.seq,
               c.op.getOpCase().name().toLowerCase(java.util.Locale.ROOT),
+              keyOf(c.op),
+              valueOf(c.op),
               c.future.thenApply(IdemClient::writeResultOrThrow)));
     }
     return out;
+  }
+
+  private static String keyOf(Operation op) {
+    return switch (op.getOpCase()) {
+      case PUT -> op.getPut().getKey();
+      case DELETE -> op.getDelete().getKey();
+      case COMPARE_AND_SET -> op.getCompareAndSet().getKey();
+      case INCREMENT -> op.getIncrement().getKey();
+      case APPEND -> op.getAppend().getKey();
+      case GRANT_LEASE -> op.getGrantLease().getName();
+      case KEEP_ALIVE_LEASE -> op.getKeepAliveLease().getName();
+      case REVOKE_LEASE -> op.getRevokeLease().getName();
+      case OP_NOT_SET -> "";
+    };
+  }
+
+  private static byte[] valueOf(Operation op) {
+    return switch (op.getOpCase()) {
+      case PUT -> op.getPut().getValue().toByteArray();
+      case COMPARE_AND_SET -> op.getCompareAndSet().getValue().toByteArray();
+      case APPEND -> op.getAppend().getValue().toByteArray();
+      default -> new byte[0];
+    };
   }
 
   /** How many times the client resent or reconnected. */

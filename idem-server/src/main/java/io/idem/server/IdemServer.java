@@ -43,7 +43,7 @@ public final class IdemServer implements AutoCloseable {
             System::currentTimeMillis,
             "idem-batcher-" + config.id());
     FrontDoor door = new FrontDoor(raft, batcher, stateMachine, this::status);
-    String client = config.self().clientAddress();
+    String client = config.clientListenAddress();
     int colon = client.lastIndexOf(':');
     try {
       this.grpc =
@@ -141,6 +141,7 @@ public final class IdemServer implements AutoCloseable {
                 .setKeys(s.kv.size())
                 .setLeases(s.leases.size())
                 .setLogTimeMs(s.clock));
+    b.setLogStartIndex(logStartIndex());
     try {
       DivisionInfo info = raft.division();
       b.setRole(info.getCurrentRole().name())

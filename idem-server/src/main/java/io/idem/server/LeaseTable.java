@@ -12,15 +12,21 @@ import java.util.TreeSet;
  */
 final class LeaseTable {
 
-  /** One lease. */
+  /**
+   * One lease. Its holder is the session that granted it: only that session renews or revokes it,
+   * so a former holder whose lease expired cannot renew (or revoke) the next holder's lease of the
+   * same name.
+   */
   static final class Lease {
     final String name;
+    final long holder;
     final long ttlMs;
     long expiresAtMs;
     final TreeSet<String> keys = new TreeSet<>();
 
-    Lease(String name, long ttlMs, long expiresAtMs) {
+    Lease(String name, long holder, long ttlMs, long expiresAtMs) {
       this.name = name;
+      this.holder = holder;
       this.ttlMs = ttlMs;
       this.expiresAtMs = expiresAtMs;
     }
@@ -49,9 +55,9 @@ final class LeaseTable {
     return leases.values();
   }
 
-  /** Creates a lease; the caller has checked the name is free. */
-  Lease grant(String name, long ttlMs, long now) {
-    Lease l = new Lease(name, ttlMs, now + ttlMs);
+  /** Creates a lease held by session {@code holder}; the caller has checked the name is free. */
+  Lease grant(String name, long holder, long ttlMs, long now) {
+    Lease l = new Lease(name, holder, ttlMs, now + ttlMs);
     leases.put(name, l);
     deadlines.add(new Deadline(l.expiresAtMs, name));
     return l;
@@ -95,8 +101,8 @@ final class LeaseTable {
   }
 
   /** Restores a lease from a snapshot; its keys are attached as the KV entries are read. */
-  Lease restore(String name, long ttlMs, long expiresAtMs) {
-    Lease l = new Lease(name, ttlMs, expiresAtMs);
+  Lease restore(String name, long holder, long ttlMs, long expiresAtMs) {
+    Lease l = new Lease(name, holder, ttlMs, expiresAtMs);
     leases.put(name, l);
     deadlines.add(new Deadline(expiresAtMs, name));
     return l;

@@ -41,6 +41,15 @@ public final class Main implements Callable<Integer> {
   String clientAddress;
 
   @Option(
+      names = "--client-listen",
+      defaultValue = "${env:IDEM_CLIENT_LISTEN:-}",
+      description =
+          "host:port the client endpoint binds, when clients reach the node through another address"
+              + " (a proxy, a NAT): the peer list then holds the address clients use. Default: the"
+              + " client address.")
+  String clientListen;
+
+  @Option(
       names = "--raft-address",
       defaultValue = "${env:IDEM_RAFT_ADDRESS:-" + ServerConfig.DEFAULT_RAFT_ADDRESS + "}",
       description =
@@ -75,6 +84,14 @@ public final class Main implements Callable<Integer> {
               + " next entry. Default: ${DEFAULT-VALUE}.")
   int entriesInFlight;
 
+  @Option(
+      names = "--log-segment-bytes",
+      defaultValue = "${env:IDEM_LOG_SEGMENT_BYTES:-8388608}",
+      description =
+          "Size of a Raft log segment; the log is purged behind a snapshot a closed segment at a"
+              + " time. Default: ${DEFAULT-VALUE}.")
+  long logSegmentBytes;
+
   /** Builds the configuration the flags describe. */
   ServerConfig config() {
     List<ServerConfig.Peer> list = new ArrayList<>();
@@ -94,6 +111,8 @@ public final class Main implements Callable<Integer> {
         .tickIntervalMs(tickMs)
         .snapshotEveryEntries(snapshotEvery)
         .maxInFlightBatches(entriesInFlight)
+        .logSegmentBytes(logSegmentBytes)
+        .clientListen(clientListen)
         .build();
   }
 

@@ -168,7 +168,7 @@ final class ReplicatedState {
     long id = cmd.getClientId();
     Admission a = sessions.admit(id, cmd.getEpoch(), cmd.getSeq(), cmd.getAck(), clock);
     if (a == Admission.NEW) {
-      Result result = execute(index, cmd.getOp());
+      Result result = execute(index, id, cmd.getOp());
       sessions.record(id, cmd.getSeq(), cmd.getAck(), clock, result.toByteArray());
       return answering
           ? ServerFrame.newBuilder().setSeq(cmd.getSeq()).setResult(result).build()
@@ -197,7 +197,7 @@ final class ReplicatedState {
   }
 
   /** Executes one new operation; business failures are answers too, and are saved as such. */
-  private Result execute(long revision, Operation op) {
+  private Result execute(long revision, long session, Operation op) {
     switch (op.getOpCase()) {
       case PUT:
         return put(revision, op.getPut());
@@ -210,11 +210,12 @@ final class ReplicatedState {
       case APPEND:
         return append(revision, op.getAppend());
       case GRANT_LEASE:
-        return grantLease(revision, op.getGrantLease().getName(), op.getGrantLease().getTtlMs());
+        return grantLease(
+            revision, session, op.getGrantLease().getName(), op.getGrantLease().getTtlMs());
       case KEEP_ALIVE_LEASE:
-        return keepAliveLease(revision, op.getKeepAliveLease().getName());
+        return keepAliveLease(revision, session, op.getKeepAliveLease().getName());
       case REVOKE_LEASE:
-        return revokeLease(revision, op.getRevokeLease().getName());
+        return revokeLease(revision, session, op.getRevokeLease().getName());
       default:
         return invalid(revision, "the request carries no operation");
     }
@@ -320,7 +321,7 @@ final class ReplicatedState {
         .build();
   }
 
-  private Result grantLease(long revision, String name, long ttlMs) {
+  private Result grantLease(long revision, long session, String name, long ttlMs) {
     String bad = limits.checkName(name);
     if (bad == null && (ttlMs < 1 || ttlMs > limits.maxLeaseTtlMs())) {
       bad = "lease TTL must be in [1, " + limits.maxLeaseTtlMs() + "] ms, got " + ttlMs;
@@ -331,26 +332,45 @@ final class ReplicatedState {
     if (leases.get(name) != null) {
       return result(revision, Code.DUPLICATE_LEASE, "lease \"" + name + "\" is held");
     }
-    LeaseTable.Lease l = leases.grant(name, ttlMs, clock);
+    LeaseTable.Lease l = leases.grant(name, session, ttlMs, clock);
     return ok(revision).setNumber(l.expiresAtMs).setDone(true).build();
   }
 
-  private Result keepAliveLease(long revision, String name) {
-    LeaseTable.Lease l = leases.get(name);
+  private Result keepAliveLease(long revision, long session, String name) {
+    LeaseTable.Lease l = heldBy(session, name);
     if (l == null) {
-      return result(revision, Code.LEASE_NOT_FOUND, "no lease named \"" + name + "\"");
+      return notHeld(revision, name);
     }
     leases.extend(l, clock + l.ttlMs);
     return ok(revision).setNumber(l.expiresAtMs).setDone(true).build();
   }
 
-  private Result revokeLease(long revision, String name) {
-    LeaseTable.Lease l = leases.get(name);
+  /** Revokes the lease; the answer's number is the log time at which it ended. */
+  private Result revokeLease(long revision, long session, String name) {
+    LeaseTable.Lease l = heldBy(session, name);
     if (l == null) {
-      return result(revision, Code.LEASE_NOT_FOUND, "no lease named \"" + name + "\"");
+      return notHeld(revision, name);
     }
     deleteKeysOf(leases.revoke(l));
-    return ok(revision).setDone(true).build();
+    return ok(revision).setNumber(clock).setDone(true).build();
+  }
+
+  /**
+   * The lease {@code name} if {@code session} holds it. Leases restored from a version 1 snapshot
+   * have no recorded holder (0) and any session may renew or revoke them.
+   */
+  private LeaseTable.Lease heldBy(long session, String name) {
+    LeaseTable.Lease l = leases.get(name);
+    return l != null && (l.holder == session || l.holder == 0) ? l : null;
+  }
+
+  private Result notHeld(long revision, String name) {
+    return result(
+        revision,
+        Code.LEASE_NOT_FOUND,
+        leases.get(name) == null
+            ? "no lease named \"" + name + "\""
+            : "lease \"" + name + "\" is held by another session");
   }
 
   /** Moves {@code key} from its current lease (if any) to {@code lease} (may be null). */

@@ -25,6 +25,8 @@ import java.util.List;
  * @param snapshotsRetained how many snapshot files to keep
  * @param logSegmentBytes size of a Raft log segment; only closed segments are purged behind a
  *     snapshot
+ * @param clientListen host:port the client endpoint binds, when it differs from the client address
+ *     the peer list advertises (a proxy or a NAT in front of the node); empty: the advertised one
  */
 public record ServerConfig(
     String id,
@@ -41,7 +43,8 @@ public record ServerConfig(
     int maxQueuedCommands,
     long snapshotEveryEntries,
     int snapshotsRetained,
-    long logSegmentBytes) {
+    long logSegmentBytes,
+    String clientListen) {
 
   /** Default client address. */
   public static final String DEFAULT_CLIENT_ADDRESS = "127.0.0.1:7001";
@@ -120,6 +123,15 @@ public record ServerConfig(
       throw new IllegalArgumentException(
           "logSegmentBytes must be at least 4096, got " + logSegmentBytes);
     }
+    clientListen = clientListen == null ? "" : clientListen;
+    if (!clientListen.isEmpty()) {
+      checkAddress("client listen address", clientListen);
+    }
+  }
+
+  /** The address the client endpoint binds: {@link #clientListen}, else the advertised one. */
+  public String clientListenAddress() {
+    return clientListen.isEmpty() ? self().clientAddress() : clientListen;
   }
 
   /** This node's own peer entry. */
@@ -172,6 +184,7 @@ public record ServerConfig(
     private long snapshotEveryEntries = 10_000;
     private int snapshotsRetained = 2;
     private long logSegmentBytes = 8L << 20;
+    private String clientListen = "";
 
     private Builder() {}
 
@@ -246,6 +259,11 @@ public record ServerConfig(
       return this;
     }
 
+    public Builder clientListen(String hostPort) {
+      this.clientListen = hostPort;
+      return this;
+    }
+
     /**
      * Returns the configuration.
      *
@@ -267,7 +285,8 @@ public record ServerConfig(
           maxQueuedCommands,
           snapshotEveryEntries,
           snapshotsRetained,
-          logSegmentBytes);
+          logSegmentBytes,
+          clientListen);
     }
   }
 }

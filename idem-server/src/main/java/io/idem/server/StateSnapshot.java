@@ -25,12 +25,14 @@ import java.util.zip.CheckedInputStream;
 import java.util.zip.CheckedOutputStream;
 
 /**
- * The state machine's snapshot, format version 1. Big-endian:
+ * The state machine's snapshot, format version 2 (version 1, read too, had no lease holders).
+ * Big-endian:
  *
  * <pre>
- * int magic = 0x49444D4B ("IDMK"), int version = 1
+ * int magic = 0x49444D4B ("IDMK"), int version = 2
  * long appliedIndex, long appliedTerm, long clock, long lastTerm, long duplicatesSuppressed
- * int leaseCount; per lease, by name: utf name, long ttlMs, long expiresAtMs
+ * int leaseCount; per lease, by name: utf name, long holder (session id; absent in version 1),
+ *   long ttlMs, long expiresAtMs
  * int keyCount; per key, in key order:
  *   utf key, byte kind (0 value, 1 list), long version, long createRevision, long modRevision,
  *   utf lease ("" for none), value: int length + bytes, or list: int count, then length + bytes each
@@ -42,7 +44,7 @@ import java.util.zip.CheckedOutputStream;
  */
 final class StateSnapshot {
   static final int MAGIC = 0x49444D4B;
-  static final int VERSION = 1;
+  static final int VERSION = 2;
 
   private StateSnapshot() {}
 
@@ -83,6 +85,7 @@ final class StateSnapshot {
     out.writeInt(s.leases.size());
     for (LeaseTable.Lease l : s.leases.all()) {
       writeString(out, l.name);
+      out.writeLong(l.holder);
       out.writeLong(l.ttlMs);
       out.writeLong(l.expiresAtMs);
     }
@@ -123,9 +126,9 @@ final class StateSnapshot {
         throw new SnapshotFormatException("not an Idem state snapshot (bad magic)");
       }
       int version = in.readInt();
-      if (version != VERSION) {
+      if (version != VERSION && version != 1) {
         throw new SnapshotFormatException(
-            "unsupported state snapshot version " + version + "; this node reads " + VERSION);
+            "unsupported state snapshot version " + version + "; this node reads 1 and " + VERSION);
       }
       ReplicatedState s = new ReplicatedState(SessionTableConfig.defaults(), limits);
       s.appliedIndex = in.readLong();
@@ -135,7 +138,9 @@ final class StateSnapshot {
       s.duplicatesSuppressed = in.readLong();
       int leases = count(in.readInt(), "lease");
       for (int i = 0; i < leases; i++) {
-        s.leases.restore(readString(in), in.readLong(), in.readLong());
+        String name = readString(in);
+        long holder = version == 1 ? 0 : in.readLong();
+        s.leases.restore(name, holder, in.readLong(), in.readLong());
       }
       int keys = count(in.readInt(), "key");
       for (int i = 0; i < keys; i++) {

@@ -12,12 +12,14 @@ import io.idem.proto.CompareAndSet;
 import io.idem.proto.EntryResult;
 import io.idem.proto.GrantLease;
 import io.idem.proto.Increment;
+import io.idem.proto.KeepAliveLease;
 import io.idem.proto.LogEntry;
 import io.idem.proto.Operation;
 import io.idem.proto.Put;
 import io.idem.proto.RegisterCmd;
 import io.idem.proto.RegisterReply;
 import io.idem.proto.RegisterRequest;
+import io.idem.proto.Result;
 import io.idem.proto.RevokeLease;
 import io.idem.proto.ServerFrame;
 import io.idem.proto.SessionCmd;
@@ -100,6 +102,49 @@ class ReplicatedStateTest {
     assertThat(retry.getResult()).isEqualTo(first.getResult());
     assertThat(send(b, 1, grant("lock")).getResult().getCode()).isEqualTo(Code.DUPLICATE_LEASE);
     assertThat(state.duplicatesSuppressed).isEqualTo(1);
+  }
+
+  private static Operation keepAlive(String name) {
+    return Operation.newBuilder()
+        .setKeepAliveLease(KeepAliveLease.newBuilder().setName(name))
+        .build();
+  }
+
+  private static Operation revoke(String name) {
+    return Operation.newBuilder().setRevokeLease(RevokeLease.newBuilder().setName(name)).build();
+  }
+
+  /**
+   * Lease safety: a holder whose lease expired (it was paused, or its keep-alives were late) must
+   * not renew, or revoke, the lease the next holder was granted under the same name. Leases had no
+   * holder before, so the former holder's late keep-alive renewed the new holder's lease and both
+   * believed they held it.
+   */
+  @Test
+  void staleHolderCannotRenewOrRevokeTheNextHoldersLease() {
+    RegisterReply a = register("a");
+    RegisterReply b = register("b");
+    assertThat(send(a, 1, grant("lock")).getResult().getCode()).isEqualTo(Code.OK);
+    time += 5_001; // a's lease (TTL 5 s) runs out
+    apply(1);
+    ServerFrame granted = send(b, 1, grant("lock"));
+    assertThat(granted.getResult().getCode()).isEqualTo(Code.OK);
+    assertThat(granted.getResult().getNumber()).isEqualTo(time + 5_000);
+
+    Result late = send(a, 2, keepAlive("lock")).getResult();
+    assertThat(late.getCode()).isEqualTo(Code.LEASE_NOT_FOUND);
+    assertThat(late.getMessage()).contains("held by another session");
+    assertThat(send(a, 3, revoke("lock")).getResult().getCode()).isEqualTo(Code.LEASE_NOT_FOUND);
+
+    time += 1_000;
+    assertThat(send(b, 2, keepAlive("lock")).getResult().getNumber()).isEqualTo(time + 5_000);
+    time += 500;
+    Result revoked = send(b, 3, revoke("lock")).getResult();
+    assertThat(revoked.getCode()).isEqualTo(Code.OK);
+    assertThat(revoked.getNumber()).as("the log time the lease ended").isEqualTo(time);
+    Result gone = send(b, 4, keepAlive("lock")).getResult();
+    assertThat(gone.getCode()).isEqualTo(Code.LEASE_NOT_FOUND);
+    assertThat(gone.getMessage()).contains("no lease named");
   }
 
   @Test
@@ -222,6 +267,9 @@ class ReplicatedStateTest {
         StateSnapshot.read(new ByteArrayInputStream(out.toByteArray()), Limits.DEFAULTS);
     assertThat(StateSnapshot.digest(back)).isEqualTo(StateSnapshot.digest(state));
     assertThat(back.get("k").getLease()).isEqualTo("L");
+    assertThat(back.leases.get("L").holder)
+        .as("the holder survives a snapshot")
+        .isEqualTo(a.getClientId());
     byte[] bad = out.toByteArray();
     bad[40] ^= 1;
     assertThatThrownBy(() -> StateSnapshot.read(new ByteArrayInputStream(bad), Limits.DEFAULTS))

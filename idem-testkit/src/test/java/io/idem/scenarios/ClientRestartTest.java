@@ -72,6 +72,11 @@ class ClientRestartTest {
           second.add(restarted.appendAsync("list", v(i)));
         }
         for (IdemClient.RecoveredCall r : recovered) {
+          // What the old instance sent, as it sent it: the caller can tell its calls apart.
+          assertThat(r.description()).isEqualTo("append");
+          assertThat(r.key()).isEqualTo("list");
+          assertThat(new String(r.value(), StandardCharsets.UTF_8))
+              .matches("v(33[6-9]|3[4-9][0-9])");
           r.result().get();
         }
         for (CompletableFuture<Long> f : second) {

@@ -65,7 +65,13 @@ class LeaseResponseLostTest {
         // A key under the lease goes with it.
         owner.put("leader", "me".getBytes(java.nio.charset.StandardCharsets.UTF_8), "leader-lock");
         assertThat(other.get("leader").orElseThrow().lease()).isEqualTo("leader-lock");
-        owner.revokeLease("leader-lock");
+        // Only the holder's session renews or revokes it.
+        assertThatThrownBy(() -> other.keepAliveLease("leader-lock"))
+            .isInstanceOf(io.idem.client.LeaseNotFoundException.class)
+            .hasMessageContaining("held by another session");
+        assertThatThrownBy(() -> other.revokeLease("leader-lock"))
+            .isInstanceOf(io.idem.client.LeaseNotFoundException.class);
+        assertThat(owner.revokeLease("leader-lock")).isGreaterThanOrEqualTo(expiry - 30_000);
         assertThat(other.get("leader")).isEmpty();
         assertThatThrownBy(() -> other.revokeLease("leader-lock"))
             .isInstanceOf(io.idem.client.LeaseNotFoundException.class);
