@@ -116,6 +116,13 @@ final class ClientSession implements AutoCloseable {
     }
     this.ticking =
         timer.scheduleWithFixedDelay(this::tick, TICK_MS, TICK_MS, TimeUnit.MILLISECONDS);
+    if (!recovered.isEmpty()) {
+      // Resume at once: what a previous instance had in flight must not wait for a new call (a
+      // caller waiting on the recovered calls before sending more would wait forever).
+      synchronized (this) {
+        startRegistration();
+      }
+    }
   }
 
   /** Requests a previous instance had in flight, to be resent with their numbers. */

@@ -107,4 +107,41 @@ class ClientRestartTest {
       cluster.awaitEqualDigests(Duration.ofSeconds(30));
     }
   }
+
+  /**
+   * Found by the fault campaign: a restarted client resent its recovered calls only once a new call
+   * made it connect, so a caller that waited for the recovered calls first waited forever.
+   */
+  @Test
+  void recoveredCallsAreResentWithoutANewCall() throws Exception {
+    try (LocalCluster cluster = LocalCluster.start(3, dir.resolve("cluster"))) {
+      cluster.waitForLeader(Duration.ofSeconds(30));
+      Path identity = dir.resolve("worker-2.id");
+      try (IdemClient old = client(cluster, identity).build()) {
+        old.append("list", v(0)); // registered
+        List<CompletableFuture<Long>> inFlight = new ArrayList<>();
+        for (int i = 1; i <= 64; i++) {
+          inFlight.add(old.appendAsync("list", v(i)));
+        }
+        Path image = dir.resolve("worker-2.after-crash.id");
+        Files.copy(identity, image);
+        try (IdemClient restarted = client(cluster, image).build()) {
+          List<IdemClient.RecoveredCall> recovered = restarted.recovered();
+          assertThat(recovered).isNotEmpty();
+          for (IdemClient.RecoveredCall r : recovered) {
+            assertThat(r.result()).succeedsWithin(Duration.ofSeconds(30));
+          }
+          assertThat(restarted.epoch()).isEqualTo(1);
+          Map<String, Integer> counts = new HashMap<>();
+          for (byte[] e : restarted.get("list").orElseThrow().elements()) {
+            counts.merge(new String(e, StandardCharsets.UTF_8), 1, Integer::sum);
+          }
+          assertThat(counts.values()).allMatch(n -> n == 1);
+          for (IdemClient.RecoveredCall r : recovered) {
+            assertThat(counts).containsKey(new String(r.value(), StandardCharsets.UTF_8));
+          }
+        }
+      }
+    }
+  }
 }
