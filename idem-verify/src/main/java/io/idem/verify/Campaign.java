@@ -1,12 +1,14 @@
 package io.idem.verify;
 
+import io.idem.client.DuplicateLeaseException;
 import io.idem.client.IdemClient;
 import io.idem.client.IdemException;
 import io.idem.client.IdemTimeoutException;
-import io.idem.client.InvalidArgumentException;
 import io.idem.client.KeyValue;
-import io.idem.client.OutcomeUnknownException;
+import io.idem.client.LeaseNotFoundException;
 import io.idem.proto.StatusReply;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -19,14 +21,23 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Random;
 import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * A fault campaign: real server processes, concurrent clients appending unique elements to lists
- * and incrementing counters while a seeded schedule kills (SIGKILL) and pauses (SIGSTOP) nodes,
- * then final reads, the checkers, and the replicas' digests. Every operation is recorded in a JSON
- * lines history next to the servers' logs.
+ * A fault campaign: real server processes behind fault proxies; clients appending unique elements
+ * to lists and incrementing counters (pipelined), reading, writing and compare-and-setting
+ * registers, taking turns at leases, and appending from client processes of their own; while a
+ * seeded schedule kills (SIGKILL), pauses (SIGSTOP) and wipes nodes, loses responses, resets
+ * connections, delays traffic and kills client processes. Then final reads, the checkers, and the
+ * replicas' digests. Every operation is recorded in a JSON lines history next to the servers' logs.
  */
 public final class Campaign {
 
@@ -36,9 +47,12 @@ public final class Campaign {
    * @param seed the fault schedule's and the workload's seed
    * @param nodes servers (3 or 5)
    * @param duration how long the clients run
-   * @param appendClients clients appending to lists
-   * @param counterClients clients incrementing counters
+   * @param appendClients in-process clients appending to lists
+   * @param counterClients in-process clients incrementing counters
    * @param registerClients clients reading, writing and compare-and-setting registers
+   * @param leaseClients clients taking turns at two lease names
+   * @param clientProcesses appending clients in processes of their own, killed and restarted
+   * @param window calls each appending or incrementing client keeps in flight
    * @param faultEvery mean time between faults
    * @param atLeastOnce the negative control: a call that times out is sent again as a new call
    *     (plain at-least-once), with a short timeout so that it happens
@@ -50,36 +64,66 @@ public final class Campaign {
       int appendClients,
       int counterClients,
       int registerClients,
+      int leaseClients,
+      int clientProcesses,
+      int window,
       Duration faultEvery,
       boolean atLeastOnce) {
 
-    /**
-     * The ci profile (part of {@code ./mvnw verify} as CampaignTest, and {@code idem verify}): 3
-     * nodes, 4 appending, 2 incrementing and 2 register clients, 40 s with a fault every 5 s on
-     * average (the negative control: no register clients, 30 s, every 3 s).
-     */
-    public static Settings ci(long seed, boolean atLeastOnce) {
-      return new Settings(
-          seed,
-          3,
-          Duration.ofSeconds(atLeastOnce ? 30 : 40),
-          4,
-          2,
-          atLeastOnce ? 0 : 2, // its 300 ms timeouts leave the register search too many unknowns
-          Duration.ofSeconds(atLeastOnce ? 3 : 5),
-          atLeastOnce);
+    /** Validates the settings. */
+    public Settings {
+      if (nodes != 3 && nodes != 5) {
+        throw new IllegalArgumentException("nodes must be 3 or 5, got " + nodes);
+      }
+      if (window < 1 || (atLeastOnce && window != 1)) {
+        throw new IllegalArgumentException(
+            "window must be positive (1 for the negative control), got " + window);
+      }
+      if (duration.isNegative() || duration.isZero() || faultEvery.toMillis() < 1) {
+        throw new IllegalArgumentException("duration and faultEvery must be positive");
+      }
     }
 
-    /** The long profile: 3 nodes, 8 + 4 + 4 clients, 30 minutes, a fault every 3 s on average. */
+    /**
+     * The ci profile (part of {@code ./mvnw verify} as CampaignTest, and {@code idem verify}): 3
+     * nodes, 4 appending and 2 incrementing clients (4 calls in flight each), 2 register clients, 2
+     * lease clients and one client process, 60 s with a fault every 2 s on average (between the end
+     * of one and the start of the next), every kind in each round. The negative control: 4 + 2
+     * clients one call at a time, 30 s, node faults on the leader and lost responses every 3 s.
+     */
+    public static Settings ci(long seed, boolean atLeastOnce) {
+      return atLeastOnce
+          ? new Settings(
+              seed, 3, Duration.ofSeconds(30), 4, 2, 0, 0, 0, 1, Duration.ofSeconds(3), true)
+          : new Settings(
+              seed, 3, Duration.ofSeconds(60), 4, 2, 2, 2, 1, 4, Duration.ofSeconds(2), false);
+    }
+
+    /**
+     * The long profile: 3 nodes, 8 + 4 pipelined clients (8 in flight each), 4 register clients, 3
+     * lease clients, 2 client processes, 30 minutes, a fault every 2.5 s on average.
+     */
     public static Settings longRun(long seed, boolean atLeastOnce) {
-      return new Settings(
-          seed, 3, Duration.ofMinutes(30), 8, 4, 4, Duration.ofSeconds(3), atLeastOnce);
+      return atLeastOnce
+          ? ci(seed, true).lasting(Duration.ofMinutes(30))
+          : new Settings(
+              seed, 3, Duration.ofMinutes(30), 8, 4, 4, 3, 2, 8, Duration.ofMillis(2_500), false);
     }
 
     /** The same settings, running for {@code d}. */
     public Settings lasting(Duration d) {
       return new Settings(
-          seed, nodes, d, appendClients, counterClients, registerClients, faultEvery, atLeastOnce);
+          seed,
+          nodes,
+          d,
+          appendClients,
+          counterClients,
+          registerClients,
+          leaseClients,
+          clientProcesses,
+          window,
+          faultEvery,
+          atLeastOnce);
     }
   }
 
@@ -95,16 +139,36 @@ public final class Campaign {
       List<String> undecidedRegisters,
       Path history) {}
 
-  private static final int LISTS = 4;
+  /** The kinds of fault the schedule injects. */
+  enum Fault {
+    KILL_LEADER,
+    KILL_FOLLOWER,
+    PAUSE_LEADER,
+    PAUSE_FOLLOWER,
+    LOSE_RESPONSES,
+    RESET_CONNECTIONS,
+    DELAY,
+    KILL_CLIENT_PROCESS,
+    WIPE_LEADER
+  }
+
+  static final int LISTS = 8;
   private static final int COUNTERS = 2;
   private static final int REGISTERS = 2;
+  private static final int LEASES = 2;
+  private static final long LEASE_TTL_MS = 1_500;
 
   private final Path dir;
   private final Settings settings;
   private final List<Op> history = Collections.synchronizedList(new ArrayList<>());
   private final AtomicLong ids = new AtomicLong();
   private final Map<String, Long> faults = new ConcurrentHashMap<>();
+  private final AtomicLong retries = new AtomicLong();
   private final long t0 = System.nanoTime();
+  private final ExecutorService resender = Executors.newSingleThreadExecutor();
+  private ProcessCluster cluster;
+  private final List<Process> workers = new ArrayList<>();
+  private long end;
 
   private Campaign(Path dir, Settings settings) {
     this.dir = dir;
@@ -113,62 +177,62 @@ public final class Campaign {
 
   /** Runs a campaign in {@code dir} (servers' data and logs, and the history file). */
   public static Report run(Path dir, Settings settings) throws Exception {
-    return new Campaign(dir, settings).run();
+    Campaign c = new Campaign(dir, settings);
+    try {
+      return c.run();
+    } finally {
+      c.resender.shutdownNow();
+    }
   }
 
   private Report run() throws Exception {
-    try (ProcessCluster cluster = new ProcessCluster(dir, settings.nodes())) {
-      cluster.startAll();
-      awaitLeader(cluster, Duration.ofSeconds(60));
-      List<IdemClient> clients = new ArrayList<>();
+    try (ProcessCluster cl = new ProcessCluster(dir, settings.nodes())) {
+      this.cluster = cl;
+      cl.startAll();
+      awaitLeader(Duration.ofSeconds(60));
+      end = System.nanoTime() + settings.duration().toNanos();
       List<Thread> threads = new ArrayList<>();
-      long end = System.nanoTime() + settings.duration().toNanos();
-      int n = settings.appendClients() + settings.counterClients() + settings.registerClients();
-      for (int c = 0; c < n; c++) {
-        IdemClient client =
-            IdemClient.builder()
-                .servers(cluster.clientAddresses())
-                .requestTimeout(
-                    settings.atLeastOnce() ? Duration.ofMillis(300) : Duration.ofSeconds(20))
-                .stallTimeout(Duration.ofSeconds(2))
-                .window(8)
-                .build();
-        clients.add(client);
+      int c = 0;
+      for (int i = 0; i < settings.appendClients(); i++, c++) {
         int id = c;
-        Random random = new Random(settings.seed() * 31 + id);
-        boolean appender = c < settings.appendClients();
-        boolean register = c >= settings.appendClients() + settings.counterClients();
-        Runnable loop =
-            register
-                ? () -> registers(client, id, end, random)
-                : () -> workload(client, id, appender, end, random);
-        Thread t = new Thread(loop, "workload-" + c);
-        threads.add(t);
-        t.start();
+        threads.add(thread("append-" + id, () -> pipelined(id, true)));
       }
-      faults(cluster, end);
+      for (int i = 0; i < settings.counterClients(); i++, c++) {
+        int id = c;
+        threads.add(thread("incr-" + id, () -> pipelined(id, false)));
+      }
+      for (int i = 0; i < settings.registerClients(); i++, c++) {
+        int id = c;
+        threads.add(thread("register-" + id, () -> registers(id)));
+      }
+      for (int i = 0; i < settings.leaseClients(); i++, c++) {
+        int id = c;
+        threads.add(thread("lease-" + id, () -> leases(id)));
+      }
+      for (int w = 0; w < settings.clientProcesses(); w++) {
+        workers.add(startWorker(w));
+      }
+      faults();
       for (Thread t : threads) {
         t.join();
       }
-      long retries = clients.stream().mapToLong(IdemClient::retries).sum();
-      for (IdemClient c : clients) {
-        c.close();
-      }
-      for (int i = 0; i < cluster.size(); i++) {
-        cluster.resume(i);
-        if (!cluster.isRunning(i)) {
-          cluster.start(i);
+      for (int i = 0; i < cl.size(); i++) {
+        cl.resume(i);
+        cl.proxy(i).passResponses();
+        cl.proxy(i).delay(Duration.ZERO);
+        if (!cl.isRunning(i)) {
+          cl.start(i);
         }
       }
-      awaitLeader(cluster, Duration.ofSeconds(60));
-      List<Violation> violations = new ArrayList<>();
+      List<Op> ops;
+      synchronized (history) {
+        ops = new ArrayList<>(history);
+      }
+      ops.addAll(awaitWorkers());
+      awaitLeader(Duration.ofSeconds(60));
       Map<String, List<Long>> lists = new HashMap<>();
       Map<String, Long> counters = new HashMap<>();
-      try (IdemClient reader =
-          IdemClient.builder()
-              .servers(cluster.clientAddresses())
-              .requestTimeout(Duration.ofSeconds(60))
-              .build()) {
+      try (IdemClient reader = client(Duration.ofSeconds(60))) {
         for (int k = 0; k < LISTS; k++) {
           String key = "list/" + k;
           List<Long> elements = new ArrayList<>();
@@ -188,15 +252,13 @@ public final class Campaign {
               key, reader.get(key).map(kv -> Long.parseLong(kv.valueAsString())).orElse(0L));
         }
       }
-      List<Op> ops;
-      synchronized (history) {
-        ops = new ArrayList<>(history);
-      }
+      List<Violation> violations = new ArrayList<>();
       violations.addAll(ListAppendChecker.check(ops, lists));
       violations.addAll(CounterChecker.check(ops, counters));
+      violations.addAll(LeaseChecker.check(ops));
       List<String> undecided = new ArrayList<>();
       violations.addAll(RegisterChecker.check(ops, 20_000_000, undecided));
-      long duplicates = convergence(cluster, violations);
+      long duplicates = convergence(violations);
       Path file = dir.resolve("history.jsonl");
       History.write(file, ops);
       Map<Op.Fn, Long> byKind = new EnumMap<>(Op.Fn.class);
@@ -210,119 +272,273 @@ public final class Campaign {
           byKind,
           byOutcome,
           new TreeMap<>(faults),
-          retries,
+          retries.get(),
           duplicates,
           violations,
           undecided,
           file);
+    } finally {
+      for (Process w : workers) {
+        w.destroyForcibly();
+      }
     }
   }
 
-  /** One client's loop: issue, record, repeat. */
-  private void workload(IdemClient client, int id, boolean appender, long end, Random r) {
+  private static Thread thread(String name, Runnable r) {
+    Thread t = new Thread(r, name);
+    t.start();
+    return t;
+  }
+
+  private IdemClient client(Duration timeout) {
+    return IdemClient.builder()
+        .servers(cluster.clientAddresses())
+        .requestTimeout(timeout)
+        .stallTimeout(Duration.ofSeconds(2))
+        .window(Math.max(8, 2 * settings.window()))
+        .build();
+  }
+
+  private IdemClient client() {
+    return client(settings.atLeastOnce() ? Duration.ofMillis(300) : Duration.ofSeconds(20));
+  }
+
+  private void retire(IdemClient c) {
+    retries.addAndGet(c.retries());
+    c.close();
+  }
+
+  private static Throwable unwrap(Throwable e) {
+    return e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
+  }
+
+  /**
+   * An appending or incrementing client with {@code window} calls in flight. An unknown outcome
+   * that is not a timeout (the session was lost, or the client fenced or closed) retires the
+   * client: the next calls go to a new client, a new session, under a new process name.
+   */
+  private void pipelined(int id, boolean appender) {
+    Random r = new Random(settings.seed() * 31 + id);
+    Semaphore slots = new Semaphore(settings.window());
+    AtomicBoolean broken = new AtomicBoolean();
+    IdemClient client = client();
+    int life = 1;
     long seq = 0;
     long element = (long) id * 1_000_000_000L;
-    while (System.nanoTime() < end) {
-      seq++;
-      String key = appender ? "list/" + r.nextInt(LISTS) : "counter/" + r.nextInt(COUNTERS);
-      long value = appender ? ++element : 1;
-      long start = now();
-      Op.Outcome outcome;
-      Long result = null;
-      while (true) {
-        try {
-          result =
-              appender
-                  ? client.append(key, Long.toString(value).getBytes(StandardCharsets.UTF_8))
-                  : client.increment(key, value);
-          outcome = Op.Outcome.OK;
-          break;
-        } catch (IdemTimeoutException | OutcomeUnknownException e) {
-          outcome = Op.Outcome.INFO;
-        } catch (InvalidArgumentException e) {
-          outcome = Op.Outcome.FAIL;
-          break;
-        } catch (IdemException e) {
-          outcome = Op.Outcome.INFO; // fenced or closed: whatever was in flight is unknown
-          break;
+    try {
+      while (System.nanoTime() < end) {
+        if (!slots.tryAcquire(100, TimeUnit.MILLISECONDS)) {
+          continue;
         }
-        if (!settings.atLeastOnce() || System.nanoTime() >= end) {
-          break;
+        if (broken.get()) {
+          slots.release();
+          drain(slots);
+          retire(client);
+          client = client();
+          life++;
+          broken.set(false);
+          continue;
         }
-        // The negative control: the same operation again, as a new call with a new number.
+        String process = "c" + id + (life == 1 ? "" : "." + life);
+        String key = appender ? "list/" + r.nextInt(LISTS) : "counter/" + r.nextInt(COUNTERS);
+        long value = appender ? ++element : 1;
+        long s = ++seq;
+        long start = now();
+        IdemClient cl = client;
+        issue(cl, appender, key, value)
+            .whenComplete(
+                (result, e) -> {
+                  Throwable cause = e == null ? null : unwrap(e);
+                  Op.Outcome o = cause == null ? Op.Outcome.OK : Op.Outcome.INFO;
+                  if (cause != null && !(cause instanceof IdemTimeoutException)) {
+                    broken.set(true);
+                  }
+                  history.add(
+                      new Op(
+                          ids.incrementAndGet(),
+                          process,
+                          appender ? Op.Fn.APPEND : Op.Fn.INCR,
+                          key,
+                          value,
+                          0,
+                          s,
+                          start,
+                          o == Op.Outcome.INFO ? Long.MAX_VALUE : now(),
+                          o,
+                          appender ? null : result));
+                  slots.release();
+                });
       }
-      long stop = now();
-      history.add(
-          new Op(
-              ids.incrementAndGet(),
-              "c" + id,
-              appender ? Op.Fn.APPEND : Op.Fn.INCR,
-              key,
-              value,
-              0,
-              seq,
-              start,
-              outcome == Op.Outcome.INFO ? Long.MAX_VALUE : stop,
-              outcome,
-              appender ? null : result));
-      if (outcome == Op.Outcome.INFO && !settings.atLeastOnce()) {
-        return; // its session is gone or fenced: this client stops, as a crashed one would
-      }
+      drain(slots);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } finally {
+      retire(client);
+    }
+  }
+
+  private void drain(Semaphore slots) throws InterruptedException {
+    if (slots.tryAcquire(settings.window(), 90, TimeUnit.SECONDS)) {
+      slots.release(settings.window());
     }
   }
 
   /**
-   * A register client's loop: linearizable reads, writes of unique values, and compare-and-sets at
-   * the version its last read saw, on a few keys.
+   * One call. In the negative control a timed-out call is sent again as a new call with a new
+   * number, until one is answered or the campaign ends: plain at-least-once retry logic.
    */
-  private void registers(IdemClient client, int id, long end, Random r) {
+  private CompletableFuture<Long> issue(
+      IdemClient client, boolean appender, String key, long value) {
+    CompletableFuture<Long> call =
+        appender
+            ? client.appendAsync(key, Long.toString(value).getBytes(StandardCharsets.UTF_8))
+            : client.incrementAsync(key, value);
+    if (!settings.atLeastOnce()) {
+      return call;
+    }
+    return call.handle(
+            (v, e) -> {
+              if (e != null
+                  && unwrap(e) instanceof IdemTimeoutException
+                  && System.nanoTime() < end) {
+                // Off the client's I/O thread: a new call may wait for a window slot.
+                return CompletableFuture.supplyAsync(() -> 0, resender)
+                    .thenCompose(x -> issue(client, appender, key, value));
+              }
+              return e == null
+                  ? CompletableFuture.completedFuture(v)
+                  : CompletableFuture.<Long>failedFuture(unwrap(e));
+            })
+        .thenCompose(f -> f);
+  }
+
+  /**
+   * A register client's loop: linearizable reads, writes of unique values, and compare-and-sets at
+   * the version its last read saw, on a few keys, one call at a time.
+   */
+  private void registers(int id) {
+    Random r = new Random(settings.seed() * 31 + id);
     long unique = (long) id * 1_000_000_000L;
     Map<String, Long> lastVersion = new HashMap<>();
-    while (System.nanoTime() < end) {
-      String key = "register/" + r.nextInt(REGISTERS);
-      int kind = r.nextInt(10);
-      long start = now();
-      try {
-        if (kind < 4) {
-          Optional<KeyValue> kv = client.get(key);
-          lastVersion.put(key, kv.map(KeyValue::version).orElse(0L));
-          Long value = kv.map(v -> Long.parseLong(v.valueAsString())).orElse(null);
-          record(id, Op.Fn.READ, key, 0, 0, start, Op.Outcome.OK, value);
-        } else if (kind < 7) {
-          long v = ++unique;
-          client.put(key, Long.toString(v));
-          record(id, Op.Fn.WRITE, key, v, 0, start, Op.Outcome.OK, null);
-        } else {
-          long v = ++unique;
-          long expected = lastVersion.getOrDefault(key, 0L);
-          boolean done =
-              client.compareAndSet(
-                  key, expected, Long.toString(v).getBytes(StandardCharsets.UTF_8));
-          record(
-              id, Op.Fn.CAS, key, v, expected, start, done ? Op.Outcome.OK : Op.Outcome.FAIL, null);
-        }
-      } catch (IdemException e) {
-        if (kind >= 4) { // a read that failed tells nothing; a write or cas may have happened
-          long v = unique;
-          record(
-              id,
-              kind < 7 ? Op.Fn.WRITE : Op.Fn.CAS,
-              key,
-              v,
-              lastVersion.getOrDefault(key, 0L),
-              start,
-              Op.Outcome.INFO,
-              null);
-        }
-        if (!(e instanceof IdemTimeoutException) && !(e instanceof OutcomeUnknownException)) {
-          return; // fenced or closed
+    IdemClient client = client();
+    int life = 1;
+    try {
+      while (System.nanoTime() < end) {
+        String process = "c" + id + (life == 1 ? "" : "." + life);
+        String key = "register/" + r.nextInt(REGISTERS);
+        int kind = r.nextInt(10);
+        long start = now();
+        long v = ++unique;
+        try {
+          if (kind < 4) {
+            Optional<KeyValue> kv = client.get(key);
+            lastVersion.put(key, kv.map(KeyValue::version).orElse(0L));
+            Long value = kv.map(x -> Long.parseLong(x.valueAsString())).orElse(null);
+            record(process, Op.Fn.READ, key, 0, 0, start, Op.Outcome.OK, value);
+          } else if (kind < 7) {
+            client.put(key, Long.toString(v));
+            record(process, Op.Fn.WRITE, key, v, 0, start, Op.Outcome.OK, null);
+          } else {
+            long expected = lastVersion.getOrDefault(key, 0L);
+            boolean done =
+                client.compareAndSet(
+                    key, expected, Long.toString(v).getBytes(StandardCharsets.UTF_8));
+            record(
+                process,
+                Op.Fn.CAS,
+                key,
+                v,
+                expected,
+                start,
+                done ? Op.Outcome.OK : Op.Outcome.FAIL,
+                null);
+          }
+        } catch (IdemException e) {
+          if (kind >= 4) { // a read that failed tells nothing; a write or cas may have happened
+            record(
+                process,
+                kind < 7 ? Op.Fn.WRITE : Op.Fn.CAS,
+                key,
+                v,
+                lastVersion.getOrDefault(key, 0L),
+                start,
+                Op.Outcome.INFO,
+                null);
+          }
+          if (!(e instanceof IdemTimeoutException)) {
+            retire(client);
+            client = client();
+            life++;
+          }
         }
       }
+    } finally {
+      retire(client);
+    }
+  }
+
+  /**
+   * A lease client's loop: grant one of two names for 1.5 s; while it holds it, renew it a few
+   * times a third of the TTL apart; then revoke it, or let it go (stop renewing). Names another
+   * client holds are tried again after a moment.
+   */
+  private void leases(int id) {
+    Random r = new Random(settings.seed() * 31 + id);
+    IdemClient client = client();
+    int life = 1;
+    try {
+      while (System.nanoTime() < end) {
+        String process = "c" + id + (life == 1 ? "" : "." + life);
+        String name = "lease/" + r.nextInt(LEASES);
+        Op.Fn f = Op.Fn.GRANT;
+        long start = now();
+        try {
+          long expiry = client.grantLease(name, Duration.ofMillis(LEASE_TTL_MS));
+          record(process, f, name, LEASE_TTL_MS, 0, start, Op.Outcome.OK, expiry);
+          boolean held = true;
+          for (int k = r.nextInt(4); k > 0 && held && System.nanoTime() < end; k--) {
+            Thread.sleep(LEASE_TTL_MS / 3);
+            f = Op.Fn.RENEW;
+            start = now();
+            try {
+              long e = client.keepAliveLease(name);
+              record(process, f, name, LEASE_TTL_MS, 0, start, Op.Outcome.OK, e);
+            } catch (LeaseNotFoundException gone) {
+              record(process, f, name, LEASE_TTL_MS, 0, start, Op.Outcome.FAIL, null);
+              held = false;
+            }
+          }
+          if (held && r.nextInt(10) < 7) {
+            f = Op.Fn.REVOKE;
+            start = now();
+            try {
+              long at = client.revokeLease(name);
+              record(process, f, name, 0, 0, start, Op.Outcome.OK, at);
+            } catch (LeaseNotFoundException gone) {
+              record(process, f, name, 0, 0, start, Op.Outcome.FAIL, null);
+            }
+          }
+        } catch (DuplicateLeaseException taken) {
+          record(process, f, name, LEASE_TTL_MS, 0, start, Op.Outcome.FAIL, null);
+          Thread.sleep(20 + r.nextInt(80));
+        } catch (IdemException e) {
+          record(process, f, name, LEASE_TTL_MS, 0, start, Op.Outcome.INFO, null);
+          if (!(e instanceof IdemTimeoutException)) {
+            retire(client);
+            client = client();
+            life++;
+          }
+        }
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } finally {
+      retire(client);
     }
   }
 
   private void record(
-      int client,
+      String process,
       Op.Fn f,
       String key,
       long value,
@@ -333,7 +549,7 @@ public final class Campaign {
     history.add(
         new Op(
             ids.incrementAndGet(),
-            "c" + client,
+            process,
             f,
             key,
             value,
@@ -345,39 +561,185 @@ public final class Campaign {
             result));
   }
 
-  /** The seeded fault schedule, until {@code end}. */
-  private void faults(ProcessCluster cluster, long end) throws InterruptedException {
+  // ---- client processes ----
+
+  private static long workerBase(int w) {
+    return (100L + w) * 1_000_000_000L;
+  }
+
+  private Process startWorker(int w) {
+    String label = "w" + w;
+    List<String> cmd =
+        List.of(
+            Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-cp",
+            System.getProperty("java.class.path"),
+            ClientWorker.class.getName(),
+            String.join(",", cluster.clientAddresses()),
+            dir.resolve(label + ".id").toString(),
+            dir.resolve(label + ".jsonl").toString(),
+            label,
+            Long.toString(workerBase(w)),
+            Long.toString(t0),
+            Long.toString(end),
+            Integer.toString(settings.window()),
+            Integer.toString(LISTS),
+            Long.toString(settings.seed() * 31 + 1_000 + w));
+    try {
+      return new ProcessBuilder(cmd)
+          .redirectErrorStream(true)
+          .redirectOutput(ProcessBuilder.Redirect.appendTo(dir.resolve(label + ".log").toFile()))
+          .start();
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot start client process " + label, e);
+    }
+  }
+
+  /** Waits for the client processes to finish, and reads their journals. */
+  private List<Op> awaitWorkers() throws InterruptedException, IOException {
+    List<Op> ops = new ArrayList<>();
+    for (int w = 0; w < workers.size(); w++) {
+      Process p = workers.get(w);
+      if (!p.waitFor(120, TimeUnit.SECONDS)) {
+        p.destroyForcibly().waitFor(10, TimeUnit.SECONDS); // what it had in flight stays unknown
+        count("client process still running 120 s after the end (killed)");
+      }
+      ops.addAll(History.readJournal(dir.resolve("w" + w + ".jsonl")));
+    }
+    return ops;
+  }
+
+  // ---- faults ----
+
+  /** The seeded fault schedule, until the end: rounds of every kind, in a shuffled order. */
+  private void faults() throws InterruptedException {
     Random r = new Random(settings.seed());
+    List<Fault> kinds = new ArrayList<>();
+    if (settings.atLeastOnce()) {
+      // The negative control hits the leader: that leaves calls applied but unanswered.
+      kinds.addAll(List.of(Fault.KILL_LEADER, Fault.PAUSE_LEADER, Fault.LOSE_RESPONSES));
+    } else {
+      for (Fault f : Fault.values()) {
+        if (f != Fault.KILL_CLIENT_PROCESS || !workers.isEmpty()) {
+          kinds.add(f);
+        }
+      }
+    }
+    List<Fault> round = new ArrayList<>();
     long every = settings.faultEvery().toMillis();
     while (System.nanoTime() < end) {
       Thread.sleep(every / 2 + r.nextInt((int) Math.max(1, every)));
       if (System.nanoTime() >= end) {
         break;
       }
-      Optional<Integer> leader = cluster.leader();
-      // The negative control always hits the leader: that is what leaves calls applied but
-      // unanswered, for its clients to send again.
-      int victim =
-          switch (settings.atLeastOnce() ? 0 : r.nextInt(4)) {
-            case 0, 1 -> leader.orElse(r.nextInt(cluster.size()));
-            default ->
-                leader
-                    .map(l -> (l + 1 + r.nextInt(cluster.size() - 1)) % cluster.size())
-                    .orElse(r.nextInt(cluster.size()));
-          };
-      boolean isLeader = leader.isPresent() && leader.get() == victim;
-      if (r.nextBoolean()) {
+      if (round.isEmpty()) {
+        round.addAll(kinds);
+        Collections.shuffle(round, r);
+      }
+      inject(round.remove(round.size() - 1), r);
+    }
+  }
+
+  private void inject(Fault fault, Random r) throws InterruptedException {
+    Optional<Integer> leader = cluster.leader();
+    int n = cluster.size();
+    int any = r.nextInt(n);
+    int follower = leader.map(l -> (l + 1 + r.nextInt(n - 1)) % n).orElse(any);
+    int target = leader.orElse(any);
+    switch (fault) {
+      case KILL_LEADER, KILL_FOLLOWER -> {
+        int victim = fault == Fault.KILL_LEADER ? target : follower;
         cluster.kill(victim);
-        count(isLeader ? "kill -9 leader" : "kill -9 follower");
+        count(
+            fault == Fault.KILL_LEADER && leader.isPresent()
+                ? "kill -9 leader"
+                : "kill -9 follower");
         Thread.sleep(1_000 + r.nextInt(2_000));
         cluster.start(victim);
-      } else {
+      }
+      case PAUSE_LEADER, PAUSE_FOLLOWER -> {
+        int victim = fault == Fault.PAUSE_LEADER ? target : follower;
         cluster.pause(victim);
-        count(isLeader ? "SIGSTOP leader" : "SIGSTOP follower");
+        count(
+            fault == Fault.PAUSE_LEADER && leader.isPresent()
+                ? "SIGSTOP leader"
+                : "SIGSTOP follower");
         Thread.sleep(1_000 + r.nextInt(2_000)); // past the 300-600 ms election timeout
         cluster.resume(victim);
       }
+      case LOSE_RESPONSES -> {
+        // Requests still reach the node and are applied; the answers vanish, then the
+        // connections break, and the clients resend.
+        cluster.proxy(target).blackholeResponses();
+        count("responses lost");
+        Thread.sleep(300 + r.nextInt(1_200));
+        cluster.proxy(target).resetConnections();
+        cluster.proxy(target).passResponses();
+      }
+      case RESET_CONNECTIONS -> {
+        cluster.proxy(target).resetConnections();
+        count("connections reset");
+      }
+      case DELAY -> {
+        int victim = r.nextBoolean() ? target : any;
+        cluster.proxy(victim).delay(Duration.ofMillis(20 + r.nextInt(180)));
+        count("client traffic delayed");
+        Thread.sleep(1_000 + r.nextInt(2_000));
+        cluster.proxy(victim).delay(Duration.ZERO);
+      }
+      case KILL_CLIENT_PROCESS -> {
+        int w = r.nextInt(workers.size());
+        Process p = workers.get(w);
+        if (!p.isAlive()) {
+          return;
+        }
+        p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+        count("kill -9 client process");
+        Thread.sleep(500 + r.nextInt(1_500));
+        workers.set(w, startWorker(w));
+      }
+      case WIPE_LEADER -> wipe(leader);
     }
+  }
+
+  /**
+   * Kills the leader and deletes its data; once the others elected a leader (whose view of the
+   * wiped node starts afresh, and who holds every committed entry), restarts it empty and waits
+   * until it caught up, by snapshot install when the leader's log was purged.
+   */
+  private void wipe(Optional<Integer> leader) throws InterruptedException {
+    if (leader.isEmpty()) {
+      return;
+    }
+    int victim = leader.get();
+    cluster.wipe(victim);
+    long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+    Optional<Integer> next = Optional.empty();
+    while (next.isEmpty() && System.nanoTime() < deadline) {
+      Thread.sleep(100);
+      next = cluster.leader();
+    }
+    cluster.start(victim);
+    if (next.isEmpty()) {
+      count("wipe leader (no new leader in 30 s)");
+      return;
+    }
+    long target = cluster.status(next.get()).map(StatusReply::getAppliedIndex).orElse(0L);
+    deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+    while (System.nanoTime() < deadline) {
+      Optional<StatusReply> s = cluster.status(victim);
+      if (s.isPresent() && s.get().getAppliedIndex() >= target) {
+        count(
+            s.get().getLogStartIndex() > 1
+                ? "wipe leader (rejoined by snapshot install)"
+                : "wipe leader (rejoined by log replay)");
+        return;
+      }
+      Thread.sleep(100);
+    }
+    count("wipe leader (not caught up in 60 s)");
   }
 
   private void count(String fault) {
@@ -389,8 +751,7 @@ public final class Campaign {
    * leader by up to one entry for a heartbeat), recording a divergence otherwise; returns the
    * duplicates the leader suppressed.
    */
-  private static long convergence(ProcessCluster cluster, List<Violation> violations)
-      throws InterruptedException {
+  private long convergence(List<Violation> violations) throws InterruptedException {
     List<Map<Long, String>> seen = new ArrayList<>();
     for (int i = 0; i < cluster.size(); i++) {
       seen.add(new HashMap<>());
@@ -436,8 +797,7 @@ public final class Campaign {
     return duplicates;
   }
 
-  private static void awaitLeader(ProcessCluster cluster, Duration timeout)
-      throws InterruptedException {
+  private void awaitLeader(Duration timeout) throws InterruptedException {
     long deadline = System.nanoTime() + timeout.toNanos();
     while (System.nanoTime() < deadline) {
       if (cluster.leader().isPresent()) {

@@ -73,4 +73,36 @@ public final class History {
     }
     return ops;
   }
+
+  /**
+   * Reads the journal of a client process ({@link ClientWorker}): each operation is a line written
+   * before it was sent (outcome INFO), then, once the process learned the outcome, a line with the
+   * same id. Returns the latest line per id, in id order. A last line without its newline was torn
+   * by a kill -9 and is dropped; any other line that does not parse is an error.
+   */
+  public static List<Op> readJournal(Path file) throws IOException {
+    if (!Files.exists(file)) {
+      return List.of();
+    }
+    String text = Files.readString(file, StandardCharsets.UTF_8);
+    boolean torn = !text.isEmpty() && !text.endsWith("\n");
+    String[] lines = text.split("\n");
+    java.util.TreeMap<Long, Op> latest = new java.util.TreeMap<>();
+    for (int n = 0; n < lines.length; n++) {
+      if (lines[n].isBlank() || (torn && n == lines.length - 1)) {
+        continue;
+      }
+      Op op;
+      try {
+        op = JSON.readValue(lines[n], Op.class);
+      } catch (JsonProcessingException | IllegalArgumentException e) {
+        throw new IOException(file + " line " + (n + 1) + " is not an operation", e);
+      }
+      Op before = latest.get(op.id());
+      if (before == null || before.outcome() == Op.Outcome.INFO) {
+        latest.put(op.id(), op);
+      }
+    }
+    return new ArrayList<>(latest.values());
+  }
 }

@@ -7,13 +7,15 @@ package io.idem.verify;
  * @param process the client (session) that issued it
  * @param f what it does
  * @param key the key it touches
- * @param value append: the (unique) element; incr: the delta; write: the value; cas: the new value
+ * @param value append: the (unique) element; incr: the delta; write: the value; cas: the new value;
+ *     grant and renew: the lease's TTL in ms
  * @param expected cas only: the version it expects (the number of writes to the key so far)
  * @param seq the client's request number within its session (FIFO order), 0 if none
  * @param start when it was invoked (nanoseconds, one clock for the whole history)
  * @param end when its outcome was known, or {@link Long#MAX_VALUE} for an unknown outcome
  * @param outcome what the client learned
- * @param result incr: the counter after it; read: the value read (null when the key was absent)
+ * @param result incr: the counter after it; read: the value read (null when the key was absent);
+ *     grant and renew: the lease's expiry (log ms); revoke: the log time it ended
  */
 public record Op(
     long id,
@@ -34,7 +36,13 @@ public record Op(
     INCR,
     READ,
     WRITE,
-    CAS
+    CAS,
+    /** Grant a lease; the key is the lease name. */
+    GRANT,
+    /** Renew (keep alive) a lease. */
+    RENEW,
+    /** Revoke a lease. */
+    REVOKE
   }
 
   /** What the client learned of an operation. */

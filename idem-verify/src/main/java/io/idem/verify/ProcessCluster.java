@@ -5,6 +5,7 @@ import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.idem.proto.IdemGrpc;
 import io.idem.proto.StatusReply;
 import io.idem.proto.StatusRequest;
+import io.idem.testkit.FaultProxy;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.ServerSocket;
@@ -20,17 +21,25 @@ import java.util.stream.Stream;
 /**
  * A cluster of real {@code idem server} processes on loopback, each with its own data directory and
  * log file, that can be killed with SIGKILL, paused with SIGSTOP, resumed, restarted and wiped. The
- * servers run from this JVM's class path.
+ * servers run from this JVM's class path. Clients reach each node through a {@link FaultProxy} (the
+ * peer list advertises the proxy, the node binds its own port with {@code --client-listen}), so
+ * that responses can be lost, connections reset and traffic delayed between clients and nodes.
+ * Nodes snapshot every {@value #SNAPSHOT_EVERY} entries in small log segments, so that their logs
+ * are purged and a wiped node comes back through snapshot install.
  */
 public final class ProcessCluster implements AutoCloseable {
+  static final int SNAPSHOT_EVERY = 2_000;
+  private static final int LOG_SEGMENT_BYTES = 64 << 10;
+
   private final Path dir;
   private final List<String> ids = new ArrayList<>();
-  private final List<String> clientAddresses = new ArrayList<>();
+  private final List<String> listenAddresses = new ArrayList<>();
+  private final List<FaultProxy> proxies = new ArrayList<>();
   private final String peers;
   private final Process[] processes;
   private final boolean[] paused;
 
-  /** Chooses free loopback ports for {@code n} nodes; starts none. */
+  /** Chooses free loopback ports for {@code n} nodes and starts their proxies; starts no node. */
   public ProcessCluster(Path dir, int n) {
     this.dir = dir;
     try {
@@ -43,11 +52,15 @@ public final class ProcessCluster implements AutoCloseable {
     List<String> specs = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       String id = "n" + (i + 1);
-      int client = freePort();
+      String listen = "127.0.0.1:" + freePort();
+      FaultProxy proxy = FaultProxy.start(listen);
       int raft = freePort();
       ids.add(id);
-      clientAddresses.add("127.0.0.1:" + client);
-      specs.add(id + "=127.0.0.1:" + raft + ":" + client);
+      listenAddresses.add(listen);
+      proxies.add(proxy);
+      String advertised = proxy.address();
+      specs.add(
+          id + "=127.0.0.1:" + raft + ":" + advertised.substring(advertised.lastIndexOf(':') + 1));
     }
     this.peers = String.join(",", specs);
   }
@@ -79,7 +92,13 @@ public final class ProcessCluster implements AutoCloseable {
             "--data-dir",
             dir.resolve(ids.get(i)).toString(),
             "--peers",
-            peers);
+            peers,
+            "--client-listen",
+            listenAddresses.get(i),
+            "--snapshot-every",
+            Integer.toString(SNAPSHOT_EVERY),
+            "--log-segment-bytes",
+            Integer.toString(LOG_SEGMENT_BYTES));
     try {
       processes[i] =
           new ProcessBuilder(cmd)
@@ -129,10 +148,19 @@ public final class ProcessCluster implements AutoCloseable {
     }
   }
 
-  /** Kills node {@code i} and deletes its data: it must rejoin by snapshot install. */
+  /**
+   * Kills node {@code i} and deletes its data. Raft assumes a node keeps its log, so bring it back
+   * only once the others elected a leader without it (see {@code Campaign}): then the new leader
+   * probes it afresh and it rejoins by snapshot install.
+   */
   public synchronized void wipe(int i) {
     kill(i);
     deleteTree(dir.resolve(ids.get(i)));
+  }
+
+  /** The proxy in front of node {@code i}'s client endpoint. */
+  public FaultProxy proxy(int i) {
+    return proxies.get(i);
   }
 
   public synchronized boolean isRunning(int i) {
@@ -147,13 +175,14 @@ public final class ProcessCluster implements AutoCloseable {
     return ids.get(i);
   }
 
+  /** Where clients connect: the proxies. */
   public List<String> clientAddresses() {
-    return List.copyOf(clientAddresses);
+    return proxies.stream().map(FaultProxy::address).toList();
   }
 
-  /** The status of node {@code i}, if it answers within a second. */
+  /** The status of node {@code i} (asked directly, not through its proxy), if it answers in 1 s. */
   public Optional<StatusReply> status(int i) {
-    String a = clientAddresses.get(i);
+    String a = listenAddresses.get(i);
     int colon = a.lastIndexOf(':');
     ManagedChannel ch =
         NettyChannelBuilder.forAddress(
@@ -190,6 +219,7 @@ public final class ProcessCluster implements AutoCloseable {
     for (int i = 0; i < processes.length; i++) {
       kill(i);
     }
+    proxies.forEach(FaultProxy::close);
   }
 
   private static void signal(Process p, String signal) {

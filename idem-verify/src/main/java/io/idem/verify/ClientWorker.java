@@ -1,0 +1,188 @@
+package io.idem.verify;
+
+import io.idem.client.IdemClient;
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A client in a process of its own, for the campaign to kill with SIGKILL and start again: it
+ * appends unique elements to lists with a durable identity ({@link IdemClient.Builder#identity}),
+ * so that a restarted process resumes its session and the calls its previous life had in flight are
+ * resent with their numbers and applied once.
+ *
+ * <p>It journals every operation to its history file before the call leaves (outcome unknown), and
+ * again when it learns the outcome ({@link History#readJournal}). On start it reads that journal
+ * back to continue its ids, elements and issue order, and matches the calls the identity file
+ * recovered to their journal lines by their (unique) element.
+ *
+ * <p>Arguments, all required: {@code servers identity-file journal label first-id t0-nanos
+ * end-nanos window lists seed}. {@code t0-nanos} and {@code end-nanos} are {@link System#nanoTime}
+ * values of the campaign's process (one monotonic clock per machine on Linux).
+ */
+public final class ClientWorker {
+  private final BufferedWriter journal;
+  private final String label;
+  private final long t0;
+
+  private ClientWorker(BufferedWriter journal, String label, long t0) {
+    this.journal = journal;
+    this.label = label;
+    this.t0 = t0;
+  }
+
+  /** Runs the worker; exit status 0 when it ran to its end, 2 on bad arguments. */
+  public static void main(String[] args) throws Exception {
+    if (args.length != 10) {
+      System.err.println(
+          "usage: ClientWorker servers identity-file journal label first-id t0-nanos end-nanos"
+              + " window lists seed");
+      System.exit(2);
+    }
+    String servers = args[0];
+    Path identity = Path.of(args[1]);
+    Path journalFile = Path.of(args[2]);
+    String label = args[3];
+    long firstId = Long.parseLong(args[4]);
+    long t0 = Long.parseLong(args[5]);
+    long end = Long.parseLong(args[6]);
+    int window = Integer.parseInt(args[7]);
+    int lists = Integer.parseInt(args[8]);
+    long seed = Long.parseLong(args[9]);
+
+    List<Op> before = History.readJournal(journalFile);
+    // Rewrite the journal without a torn last line, then append to it.
+    History.write(journalFile, before);
+    long nextId = firstId;
+    long element = firstId;
+    long seq = 0;
+    Map<Long, Op> pending = new HashMap<>();
+    for (Op op : before) {
+      nextId = Math.max(nextId, op.id() + 1);
+      element = Math.max(element, op.value());
+      seq = Math.max(seq, op.seq());
+      if (op.outcome() == Op.Outcome.INFO) {
+        pending.put(op.value(), op);
+      }
+    }
+    try (BufferedWriter w =
+        Files.newBufferedWriter(journalFile, StandardCharsets.UTF_8, StandardOpenOption.APPEND)) {
+      new ClientWorker(w, label, t0)
+          .run(servers, identity, nextId, element, seq, pending, end, window, lists, seed);
+    }
+    System.exit(0);
+  }
+
+  private void run(
+      String servers,
+      Path identity,
+      long nextId,
+      long element,
+      long seq,
+      Map<Long, Op> pending,
+      long end,
+      int window,
+      int lists,
+      long seed)
+      throws InterruptedException {
+    Semaphore slots = new Semaphore(window);
+    try (IdemClient client =
+        IdemClient.builder()
+            .servers(servers)
+            .identity(identity, label)
+            .requestTimeout(Duration.ofSeconds(30))
+            .stallTimeout(Duration.ofSeconds(2))
+            .sessionTtl(Duration.ofSeconds(60))
+            .window(Math.max(window, 64))
+            .build()) {
+      int recovered = 0;
+      for (IdemClient.RecoveredCall rc : client.recovered()) {
+        Op op =
+            rc.description().equals("append")
+                ? pending.get(Long.parseLong(new String(rc.value(), StandardCharsets.UTF_8)))
+                : null;
+        if (op == null) {
+          System.err.println(label + ": a recovered call matches no journal line: " + rc);
+          continue;
+        }
+        recovered++;
+        slots.acquire();
+        rc.result().whenComplete((r, e) -> complete(op, e, slots));
+      }
+      System.out.println(
+          label + ": resumed epoch " + client.epoch() + ", " + recovered + " recovered");
+      Random r = new Random(seed ^ nextId);
+      while (System.nanoTime() < end) {
+        if (!slots.tryAcquire(100, TimeUnit.MILLISECONDS)) {
+          continue;
+        }
+        long value = ++element;
+        String key = "list/" + r.nextInt(lists);
+        Op op =
+            new Op(
+                nextId++,
+                label,
+                Op.Fn.APPEND,
+                key,
+                value,
+                0,
+                ++seq,
+                System.nanoTime() - t0,
+                Long.MAX_VALUE,
+                Op.Outcome.INFO,
+                null);
+        write(op); // durable in the page cache before the call leaves: a kill -9 keeps it
+        client
+            .appendAsync(key, Long.toString(value).getBytes(StandardCharsets.UTF_8))
+            .whenComplete((len, e) -> complete(op, e, slots));
+      }
+      if (!slots.tryAcquire(window, 60, TimeUnit.SECONDS)) {
+        System.err.println(label + ": calls still unanswered 60 s after the end");
+      }
+    }
+  }
+
+  /**
+   * Journals the outcome. Only success is learned for sure: an append of this workload fails only
+   * by a timeout, a lost session or fencing, which all leave it unknown (its INFO line stands).
+   */
+  private void complete(Op op, Throwable e, Semaphore slots) {
+    if (e == null) {
+      write(
+          new Op(
+              op.id(),
+              op.process(),
+              op.f(),
+              op.key(),
+              op.value(),
+              0,
+              op.seq(),
+              op.start(),
+              System.nanoTime() - t0,
+              Op.Outcome.OK,
+              null));
+    }
+    slots.release();
+  }
+
+  private synchronized void write(Op op) {
+    try {
+      journal.write(History.line(op));
+      journal.newLine();
+      journal.flush();
+    } catch (IOException ex) {
+      throw new UncheckedIOException(label + ": cannot write its journal", ex);
+    }
+  }
+}
