@@ -121,7 +121,7 @@ public final class ClientWorker {
         rc.result().whenComplete((r, e) -> complete(op, e, slots));
       }
       System.out.println(
-          label + ": resumed epoch " + client.epoch() + ", " + recovered + " recovered");
+          label + ": started, " + recovered + " calls recovered from its identity file");
       Random r = new Random(seed ^ nextId);
       while (System.nanoTime() < end) {
         if (!slots.tryAcquire(100, TimeUnit.MILLISECONDS)) {
