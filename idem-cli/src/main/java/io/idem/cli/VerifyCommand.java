@@ -21,7 +21,9 @@ import picocli.CommandLine.Spec;
     name = "verify",
     mixinStandardHelpOptions = true,
     description =
-        "Runs a fault campaign (kill -9, SIGSTOP) against server processes and checks the history.")
+        "Runs a fault campaign against server processes (kill -9, SIGSTOP, wipes, lost responses,"
+            + " resets, delays, client process kills) and checks the history; or, with --check,"
+            + " checks a recorded run again.")
 final class VerifyCommand implements Callable<Integer> {
   @Spec CommandSpec spec;
 
@@ -29,7 +31,7 @@ final class VerifyCommand implements Callable<Integer> {
       names = "--profile",
       defaultValue = "ci",
       description =
-          "ci (40 s; 30 s with --negative-control) or long (30 minutes). Default: ${DEFAULT-VALUE}.")
+          "ci (60 s; 30 s with --negative-control) or long (30 minutes). Default: ${DEFAULT-VALUE}.")
   String profile;
 
   @Option(
@@ -55,8 +57,18 @@ final class VerifyCommand implements Callable<Integer> {
           "Where the servers' data, logs and history.jsonl go. Default: a new temporary directory.")
   Path dir;
 
+  @Option(
+      names = "--check",
+      description =
+          "Judge the recorded run in this directory again (history.jsonl, final-state.json) instead"
+              + " of running a campaign.")
+  Path check;
+
   @Override
   public Integer call() throws Exception {
+    if (check != null) {
+      return checkAgain();
+    }
     long chosenSeed = seed != null ? seed : System.nanoTime();
     Campaign.Settings s;
     switch (profile) {
@@ -113,6 +125,26 @@ final class VerifyCommand implements Callable<Integer> {
             : "verdict: FAIL: "
                 + byKind
                 + (r.undecidedRegisters().isEmpty() ? "" : " and undecided registers"));
+    return clean ? 0 : 1;
+  }
+
+  private int checkAgain() {
+    var out = spec.commandLine().getOut();
+    java.util.List<String> undecided = new java.util.ArrayList<>();
+    java.util.List<Violation> violations;
+    try {
+      violations = Campaign.check(check, undecided);
+    } catch (java.io.IOException | IllegalArgumentException e) {
+      spec.commandLine().getErr().println("idem: " + Errors.oneLine(e));
+      return 2;
+    }
+    out.printf("violations            %,d%n", violations.size());
+    violations.stream().limit(10).forEach(v -> out.println("  " + v));
+    if (!undecided.isEmpty()) {
+      out.printf("undecided             %s%n", undecided);
+    }
+    boolean clean = violations.isEmpty() && undecided.isEmpty();
+    out.println(clean ? "verdict: PASS: no violations" : "verdict: FAIL");
     return clean ? 0 : 1;
   }
 }

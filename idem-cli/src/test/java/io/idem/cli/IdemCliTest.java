@@ -93,6 +93,12 @@ class IdemCliTest {
   }
 
   @Test
+  void verifyCheckOfADirectoryWithoutARunIsOneLine(@TempDir Path dir) {
+    assertThat(run("verify", "--check", dir.toString())).isEqualTo(2);
+    assertOneLineError("history.jsonl");
+  }
+
+  @Test
   void leaseIsRenewedAndRevokedOnlyWithTheHoldersIdentity(@TempDir Path dir) throws Exception {
     int port;
     try (java.net.ServerSocket s =

@@ -149,7 +149,10 @@ public final class Main implements Callable<Integer> {
         "idem-server "
             + config.id()
             + ": clients on "
-            + config.self().clientAddress()
+            + config.clientListenAddress()
+            + (config.clientListen().isEmpty()
+                ? ""
+                : " (advertised as " + config.self().clientAddress() + ")")
             + ", raft on "
             + config.self().raftAddress()
             + ", data in "

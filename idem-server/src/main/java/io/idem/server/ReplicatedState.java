@@ -37,8 +37,16 @@ import java.util.Optional;
  * a lock around every call.
  */
 final class ReplicatedState {
-  /** The log-entry format this code applies. */
-  static final int LOG_FORMAT_VERSION = 1;
+  /**
+   * The log-entry format this code writes. It applies versions 1 and 2: in version 1 entries any
+   * session may renew or revoke a lease, and a revoke answers no log time; version 2 entries
+   * (leases have holders) are refused by nodes that only know version 1, so a rolling upgrade stops
+   * old nodes instead of letting them apply new entries differently.
+   */
+  static final int LOG_FORMAT_VERSION = 2;
+
+  /** The oldest log-entry format this code still applies. */
+  static final int OLDEST_LOG_FORMAT_VERSION = 1;
 
   /**
    * Most commands in one entry. A registration's client id is {@code index * this + position}, so
@@ -56,6 +64,9 @@ final class ReplicatedState {
   long appliedTerm;
   long duplicatesSuppressed;
 
+  /** The format version of the entry being applied (not part of the state). */
+  private int entryVersion = LOG_FORMAT_VERSION;
+
   ReplicatedState(SessionTableConfig sessionConfig, Limits limits) {
     this.sessions = new SessionTable(sessionConfig);
     this.limits = limits;
@@ -72,16 +83,20 @@ final class ReplicatedState {
    *     would make replicas diverge, so the node must stop instead
    */
   EntryResult apply(long index, long term, LogEntry entry, boolean answering) {
-    if (entry.getFormatVersion() != LOG_FORMAT_VERSION) {
+    if (entry.getFormatVersion() < OLDEST_LOG_FORMAT_VERSION
+        || entry.getFormatVersion() > LOG_FORMAT_VERSION) {
       throw new IllegalStateException(
           "log entry "
               + index
               + " has format version "
               + entry.getFormatVersion()
-              + "; this node applies version "
+              + "; this node applies versions "
+              + OLDEST_LOG_FORMAT_VERSION
+              + " to "
               + LOG_FORMAT_VERSION
               + ". Upgrade the node.");
     }
+    entryVersion = entry.getFormatVersion();
     clock = Math.max(clock, entry.getLeaderTimeMs());
     if (term > lastTerm) {
       // A new leader: its predecessor's lease keep-alives may have been lost in the failover.
@@ -352,16 +367,19 @@ final class ReplicatedState {
       return notHeld(revision, name);
     }
     deleteKeysOf(leases.revoke(l));
-    return ok(revision).setNumber(clock).setDone(true).build();
+    Result.Builder r = ok(revision).setDone(true);
+    return (entryVersion >= 2 ? r.setNumber(clock) : r).build();
   }
 
   /**
    * The lease {@code name} if {@code session} holds it. Leases restored from a version 1 snapshot
-   * have no recorded holder (0) and any session may renew or revoke them.
+   * have no recorded holder (0: session ids start at 4096) and any session may renew or revoke
+   * them, as may any session in a version 1 entry.
    */
   private LeaseTable.Lease heldBy(long session, String name) {
     LeaseTable.Lease l = leases.get(name);
-    return l != null && (l.holder == session || l.holder == 0) ? l : null;
+    boolean mine = l != null && (l.holder == session || l.holder == 0 || entryVersion < 2);
+    return mine ? l : null;
   }
 
   private Result notHeld(long revision, String name) {

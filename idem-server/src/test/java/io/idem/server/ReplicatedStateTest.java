@@ -147,6 +147,26 @@ class ReplicatedStateTest {
     assertThat(gone.getMessage()).contains("no lease named");
   }
 
+  /** Entries written before leases had holders are applied as they were then, on every replica. */
+  @Test
+  void versionOneEntriesKeepTheirOwnerlessLeases() {
+    RegisterReply a = register("a");
+    RegisterReply b = register("b");
+    send(a, 1, grant("lock"));
+    LogEntry old =
+        LogEntry.newBuilder()
+            .setFormatVersion(1)
+            .setLeaderTimeMs(time)
+            .addCommands(op(b, 1, keepAlive("lock")))
+            .addCommands(op(b, 2, revoke("lock")))
+            .build();
+    EntryResult r = state.apply(++index, 1, old, true);
+    assertThat(r.getResults(0).getFrame().getResult().getCode()).isEqualTo(Code.OK);
+    Result revoked = r.getResults(1).getFrame().getResult();
+    assertThat(revoked.getCode()).isEqualTo(Code.OK);
+    assertThat(revoked.getNumber()).as("version 1 answered no log time").isZero();
+  }
+
   @Test
   void registrationsInOneEntryGetDistinctIds() {
     Command r =

@@ -11,6 +11,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 
 /**
  * A recorded history as JSON lines: one {@link Op} per line, kept so that a run can be checked
@@ -21,6 +22,34 @@ public final class History {
       new ObjectMapper().configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, true);
 
   private History() {}
+
+  /**
+   * What the clients read at the end of a run: the lists and the counters, kept next to the history
+   * ({@code final-state.json}) so that the run can be judged again offline.
+   */
+  public record FinalState(Map<String, List<Long>> lists, Map<String, Long> counters) {}
+
+  /** Writes {@code state} as JSON. */
+  public static void writeFinalState(Path file, FinalState state) throws IOException {
+    JSON.writerWithDefaultPrettyPrinter().writeValue(file.toFile(), state);
+  }
+
+  /**
+   * Reads a state written by {@link #writeFinalState}.
+   *
+   * @throws IOException if it is missing or not such a state
+   */
+  public static FinalState readFinalState(Path file) throws IOException {
+    try {
+      FinalState f = JSON.readValue(file.toFile(), FinalState.class);
+      if (f.lists() == null || f.counters() == null) {
+        throw new IOException(file + " lacks lists or counters");
+      }
+      return f;
+    } catch (JsonProcessingException e) {
+      throw new IOException(file + " is not a final state: " + e.getOriginalMessage(), e);
+    }
+  }
 
   /** One line of JSON for {@code op}. */
   public static String line(Op op) {

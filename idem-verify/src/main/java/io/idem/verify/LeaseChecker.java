@@ -21,9 +21,10 @@ import java.util.Map;
  *       and expiry only moves later, so the lease lived at least that long.
  * </ul>
  *
- * <p>A grant applied inside another tenure's lower bound is a violation. Every bound is one the
- * system must respect, so a flagged overlap is a real one; overlaps hidden by unknown outcomes go
- * unflagged.
+ * <p>A grant applied inside another tenure's lower bound is a violation; two tenures that start at
+ * one log time overlap only if both last beyond it (a revoke and the next grant may share an
+ * entry). Every bound is one the system must respect, so a flagged overlap is a real one; overlaps
+ * hidden by unknown outcomes go unflagged.
  */
 public final class LeaseChecker {
   private LeaseChecker() {}
@@ -50,9 +51,15 @@ public final class LeaseChecker {
       }
       tenures.sort(Comparator.comparingLong(Tenure::from));
       for (int i = 0; i < tenures.size(); i++) {
-        Tenure a = tenures.get(i);
-        for (int j = i + 1; j < tenures.size() && tenures.get(j).from() < a.atLeastUntil(); j++) {
+        for (int j = i + 1; j < tenures.size(); j++) {
+          Tenure a = tenures.get(i);
           Tenure b = tenures.get(j);
+          if (b.from() >= a.atLeastUntil()) {
+            break; // sorted by start: no later tenure overlaps a
+          }
+          if (b.atLeastUntil() <= b.from()) {
+            continue; // an empty tenure (a revoke of unknown outcome): it proves nothing
+          }
           out.add(
               new Violation(
                   Violation.Kind.LEASE,

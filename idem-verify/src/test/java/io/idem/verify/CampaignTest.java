@@ -42,6 +42,19 @@ class CampaignTest {
         .anyMatch(o -> o.process().startsWith("w") && o.outcome() == Op.Outcome.OK);
     long recorded = ok.opsByKind().values().stream().mapToLong(Long::longValue).sum();
     assertThat(History.read(ok.history())).hasSize(Math.toIntExact(recorded));
+    // Offline, the recorded run judges the same; with one element appended twice, it does not.
+    Path run = dir.resolve("exactly-once");
+    assertThat(Campaign.check(run, new java.util.ArrayList<>())).isEmpty();
+    History.FinalState end = History.readFinalState(run.resolve("final-state.json"));
+    java.util.List<Long> list = new java.util.ArrayList<>(end.lists().get("list/0"));
+    list.add(list.get(0));
+    java.util.Map<String, java.util.List<Long>> lists = new java.util.HashMap<>(end.lists());
+    lists.put("list/0", list);
+    History.writeFinalState(
+        run.resolve("final-state.json"), new History.FinalState(lists, end.counters()));
+    assertThat(Campaign.check(run, new java.util.ArrayList<>()))
+        .extracting(Violation::kind)
+        .containsExactly(Violation.Kind.DUPLICATE);
 
     // The negative control: calls that time out (300 ms) are sent again as new calls. The first
     // copy stays in its session and is applied too, and the checkers must say so.

@@ -36,6 +36,17 @@ class LeaseCheckerTest {
   }
 
   @Test
+  void revokeAndGrantInOneEntryShareALogTime() {
+    // b's grant is listed first on purpose: tenures with one start time are compared both ways.
+    op("b", Op.Fn.GRANT, 2_000, Op.Outcome.OK, 3_000L); // from 1000
+    op("a", Op.Fn.GRANT, 2_000, Op.Outcome.OK, 3_000L); // from 1000 too: grant, revoke and b's
+    op("a", Op.Fn.REVOKE, 0, Op.Outcome.OK, 1_000L); // grant were all in one entry
+    assertThat(LeaseChecker.check(h)).isEmpty();
+    op("c", Op.Fn.GRANT, 2_000, Op.Outcome.OK, 3_000L); // also from 1000: two live holders
+    assertThat(LeaseChecker.check(h)).hasSize(1);
+  }
+
+  @Test
   void grantBeforeTheHoldersExpiryIsAViolation() {
     op("a", Op.Fn.GRANT, 2_000, Op.Outcome.OK, 3_000L);
     op("b", Op.Fn.GRANT, 2_000, Op.Outcome.OK, 4_500L); // from 2500 < 3000
