@@ -8,7 +8,6 @@ import io.idem.client.KeyValue;
 import io.idem.client.LeaseNotFoundException;
 import io.idem.proto.StatusReply;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -329,6 +328,47 @@ public final class Campaign {
     c.close();
   }
 
+  /**
+   * One workload client's current {@link IdemClient}. When its session is lost (an unknown outcome
+   * that is not a timeout), it is replaced by a new client, a new session under a new process name
+   * ({@code c3}, then {@code c3.2}, ...), as a restarted application would be.
+   */
+  private final class Life implements AutoCloseable {
+    private final int id;
+    private IdemClient client = client();
+    private int n = 1;
+
+    Life(int id) {
+      this.id = id;
+    }
+
+    IdemClient client() {
+      return client;
+    }
+
+    String process() {
+      return "c" + id + (n == 1 ? "" : "." + n);
+    }
+
+    /** After a failure: a timeout keeps the session, anything else starts a new life. */
+    void after(Throwable failure) {
+      if (!(failure instanceof IdemTimeoutException)) {
+        renew();
+      }
+    }
+
+    void renew() {
+      retire(client);
+      client = Campaign.this.client();
+      n++;
+    }
+
+    @Override
+    public void close() {
+      retire(client);
+    }
+  }
+
   private static Throwable unwrap(Throwable e) {
     return e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
   }
@@ -342,8 +382,7 @@ public final class Campaign {
     Random r = new Random(settings.seed() * 31 + id);
     Semaphore slots = new Semaphore(settings.window());
     AtomicBoolean broken = new AtomicBoolean();
-    IdemClient client = client();
-    int life = 1;
+    Life life = new Life(id);
     long seq = 0;
     long element = (long) id * 1_000_000_000L;
     try {
@@ -354,19 +393,16 @@ public final class Campaign {
         if (broken.get()) {
           slots.release();
           drain(slots);
-          retire(client);
-          client = client();
-          life++;
+          life.renew();
           broken.set(false);
           continue;
         }
-        String process = "c" + id + (life == 1 ? "" : "." + life);
+        String process = life.process();
         String key = appender ? "list/" + r.nextInt(LISTS) : "counter/" + r.nextInt(COUNTERS);
         long value = appender ? ++element : 1;
         long s = ++seq;
         long start = now();
-        IdemClient cl = client;
-        issue(cl, appender, key, value)
+        issue(life.client(), appender, key, value)
             .whenComplete(
                 (result, e) -> {
                   Throwable cause = e == null ? null : unwrap(e);
@@ -394,7 +430,7 @@ public final class Campaign {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     } finally {
-      retire(client);
+      life.close();
     }
   }
 
@@ -441,11 +477,10 @@ public final class Campaign {
     Random r = new Random(settings.seed() * 31 + id);
     long unique = (long) id * 1_000_000_000L;
     Map<String, Long> lastVersion = new HashMap<>();
-    IdemClient client = client();
-    int life = 1;
-    try {
+    try (Life life = new Life(id)) {
       while (System.nanoTime() < end) {
-        String process = "c" + id + (life == 1 ? "" : "." + life);
+        IdemClient client = life.client();
+        String process = life.process();
         String key = "register/" + r.nextInt(REGISTERS);
         int kind = r.nextInt(10);
         long start = now();
@@ -486,15 +521,9 @@ public final class Campaign {
                 Op.Outcome.INFO,
                 null);
           }
-          if (!(e instanceof IdemTimeoutException)) {
-            retire(client);
-            client = client();
-            life++;
-          }
+          life.after(e);
         }
       }
-    } finally {
-      retire(client);
     }
   }
 
@@ -505,11 +534,10 @@ public final class Campaign {
    */
   private void leases(int id) {
     Random r = new Random(settings.seed() * 31 + id);
-    IdemClient client = client();
-    int life = 1;
-    try {
+    try (Life life = new Life(id)) {
       while (System.nanoTime() < end) {
-        String process = "c" + id + (life == 1 ? "" : "." + life);
+        IdemClient client = life.client();
+        String process = life.process();
         String name = "lease/" + r.nextInt(LEASES);
         Op.Fn f = Op.Fn.GRANT;
         long start = now();
@@ -552,17 +580,11 @@ public final class Campaign {
               start,
               Op.Outcome.INFO,
               null);
-          if (!(e instanceof IdemTimeoutException)) {
-            retire(client);
-            client = client();
-            life++;
-          }
+          life.after(e);
         }
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
-    } finally {
-      retire(client);
     }
   }
 
@@ -598,14 +620,10 @@ public final class Campaign {
 
   private Process startWorker(int w) {
     String label = "w" + w;
-    List<String> cmd =
+    return ProcessCluster.launch(
+        List.of("-Xmx256m", "-XX:+UseSerialGC"),
+        ClientWorker.class.getName(),
         List.of(
-            Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-            "-Xmx256m",
-            "-XX:+UseSerialGC",
-            "-cp",
-            System.getProperty("java.class.path"),
-            ClientWorker.class.getName(),
             String.join(",", cluster.clientAddresses()),
             dir.resolve(label + ".id").toString(),
             dir.resolve(label + ".jsonl").toString(),
@@ -615,15 +633,8 @@ public final class Campaign {
             Long.toString(end),
             Integer.toString(settings.window()),
             Integer.toString(LISTS),
-            Long.toString(settings.seed() * 31 + 1_000 + w));
-    try {
-      return new ProcessBuilder(cmd)
-          .redirectErrorStream(true)
-          .redirectOutput(ProcessBuilder.Redirect.appendTo(dir.resolve(label + ".log").toFile()))
-          .start();
-    } catch (IOException e) {
-      throw new UncheckedIOException("cannot start client process " + label, e);
-    }
+            Long.toString(settings.seed() * 31 + 1_000 + w)),
+        dir.resolve(label + ".log"));
   }
 
   /** Waits for the client processes to finish, and reads their journals. */

@@ -77,38 +77,45 @@ public final class ProcessCluster implements AutoCloseable {
     if (processes[i] != null && processes[i].isAlive()) {
       throw new IllegalStateException(ids.get(i) + " is running");
     }
-    Path log = dir.resolve(ids.get(i) + ".log");
-    List<String> cmd =
-        List.of(
-            Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-            "-XX:+UseG1GC",
-            "-XX:MaxGCPauseMillis=20",
-            "-Xmx512m",
-            "-cp",
-            System.getProperty("java.class.path"),
+    processes[i] =
+        launch(
+            List.of("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Xmx512m"),
             "io.idem.server.Main",
-            "--id",
-            ids.get(i),
-            "--data-dir",
-            dir.resolve(ids.get(i)).toString(),
-            "--peers",
-            peers,
-            "--client-listen",
-            listenAddresses.get(i),
-            "--snapshot-every",
-            Integer.toString(SNAPSHOT_EVERY),
-            "--log-segment-bytes",
-            Integer.toString(LOG_SEGMENT_BYTES));
-    try {
-      processes[i] =
-          new ProcessBuilder(cmd)
-              .redirectErrorStream(true)
-              .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()))
-              .start();
-    } catch (IOException e) {
-      throw new UncheckedIOException("cannot start " + ids.get(i), e);
-    }
+            List.of(
+                "--id",
+                ids.get(i),
+                "--data-dir",
+                dir.resolve(ids.get(i)).toString(),
+                "--peers",
+                peers,
+                "--client-listen",
+                listenAddresses.get(i),
+                "--snapshot-every",
+                Integer.toString(SNAPSHOT_EVERY),
+                "--log-segment-bytes",
+                Integer.toString(LOG_SEGMENT_BYTES)),
+            dir.resolve(ids.get(i) + ".log"));
     paused[i] = false;
+  }
+
+  /**
+   * Starts {@code mainClass} in a new JVM of this JVM's Java and class path, its output appended to
+   * {@code log}.
+   */
+  static Process launch(List<String> jvmFlags, String mainClass, List<String> args, Path log) {
+    List<String> cmd = new ArrayList<>();
+    cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    cmd.addAll(jvmFlags);
+    cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), mainClass));
+    cmd.addAll(args);
+    try {
+      return new ProcessBuilder(cmd)
+          .redirectErrorStream(true)
+          .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()))
+          .start();
+    } catch (IOException e) {
+      throw new UncheckedIOException("cannot start " + mainClass + " (log " + log + ")", e);
+    }
   }
 
   /** SIGKILL: the process dies at once, its data directory stays. */
