@@ -58,6 +58,12 @@ final class VerifyCommand implements Callable<Integer> {
   Path dir;
 
   @Option(
+      names = "--nodes",
+      defaultValue = "3",
+      description = "Server processes: 3 or 5. Default: ${DEFAULT-VALUE}.")
+  int nodes;
+
+  @Option(
       names = "--check",
       description =
           "Judge the recorded run in this directory again (history.jsonl, final-state.json) instead"
@@ -82,6 +88,11 @@ final class VerifyCommand implements Callable<Integer> {
     if (duration != null) {
       s = s.lasting(duration);
     }
+    if (nodes != 3 && nodes != 5) {
+      spec.commandLine().getErr().println("idem: --nodes must be 3 or 5, got " + nodes);
+      return 2;
+    }
+    s = s.on(nodes);
     Path where =
         dir != null ? Files.createDirectories(dir) : Files.createTempDirectory("idem-verify");
     var out = spec.commandLine().getOut();

@@ -90,6 +90,9 @@ class IdemCliTest {
   void verifyRefusesAnUnknownProfile() {
     assertThat(run("verify", "--profile", "quick")).isEqualTo(2);
     assertOneLineError("--profile must be ci or long");
+    err.getBuffer().setLength(0);
+    assertThat(run("verify", "--nodes", "4")).isEqualTo(2);
+    assertOneLineError("--nodes must be 3 or 5, got 4");
   }
 
   @Test

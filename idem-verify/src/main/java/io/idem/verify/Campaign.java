@@ -125,6 +125,26 @@ public final class Campaign {
           faultEvery,
           atLeastOnce);
     }
+
+    /**
+     * The same settings on {@code n} nodes.
+     *
+     * @throws IllegalArgumentException unless {@code n} is 3 or 5
+     */
+    public Settings on(int n) {
+      return new Settings(
+          seed,
+          n,
+          duration,
+          appendClients,
+          counterClients,
+          registerClients,
+          leaseClients,
+          clientProcesses,
+          window,
+          faultEvery,
+          atLeastOnce);
+    }
   }
 
   /** What happened. */
@@ -216,6 +236,16 @@ public final class Campaign {
       for (Thread t : threads) {
         t.join();
       }
+      if (!crashed.isEmpty()) {
+        Map.Entry<String, Throwable> first = crashed.entrySet().iterator().next();
+        throw new IllegalStateException(
+            crashed.size()
+                + " workload thread(s) died, the run cannot be judged; "
+                + first.getKey()
+                + ": "
+                + first.getValue(),
+            first.getValue());
+      }
       for (int i = 0; i < cl.size(); i++) {
         cl.resume(i);
         cl.proxy(i).passResponses();
@@ -304,8 +334,12 @@ public final class Campaign {
         undecided);
   }
 
-  private static Thread thread(String name, Runnable r) {
+  /** Workload threads that died of an exception: the run cannot be judged. */
+  private final Map<String, Throwable> crashed = new ConcurrentHashMap<>();
+
+  private Thread thread(String name, Runnable r) {
     Thread t = new Thread(r, name);
+    t.setUncaughtExceptionHandler((th, e) -> crashed.put(th.getName(), e));
     t.start();
     return t;
   }
@@ -335,14 +369,14 @@ public final class Campaign {
    */
   private final class Life implements AutoCloseable {
     private final int id;
-    private IdemClient client = client();
+    private IdemClient client = Campaign.this.client();
     private int n = 1;
 
     Life(int id) {
       this.id = id;
     }
 
-    IdemClient client() {
+    IdemClient current() {
       return client;
     }
 
@@ -402,7 +436,7 @@ public final class Campaign {
         long value = appender ? ++element : 1;
         long s = ++seq;
         long start = now();
-        issue(life.client(), appender, key, value)
+        issue(life.current(), appender, key, value)
             .whenComplete(
                 (result, e) -> {
                   Throwable cause = e == null ? null : unwrap(e);
@@ -479,7 +513,7 @@ public final class Campaign {
     Map<String, Long> lastVersion = new HashMap<>();
     try (Life life = new Life(id)) {
       while (System.nanoTime() < end) {
-        IdemClient client = life.client();
+        IdemClient client = life.current();
         String process = life.process();
         String key = "register/" + r.nextInt(REGISTERS);
         int kind = r.nextInt(10);
@@ -536,7 +570,7 @@ public final class Campaign {
     Random r = new Random(settings.seed() * 31 + id);
     try (Life life = new Life(id)) {
       while (System.nanoTime() < end) {
-        IdemClient client = life.client();
+        IdemClient client = life.current();
         String process = life.process();
         String name = "lease/" + r.nextInt(LEASES);
         Op.Fn f = Op.Fn.GRANT;
