@@ -107,17 +107,7 @@ final class VerifyCommand implements Callable<Integer> {
     out.printf("faults                %,d  %s%n", faults, r.faults());
     out.printf("client retries        %,d%n", r.retries());
     out.printf("duplicates suppressed %,d%n", r.duplicatesSuppressed());
-    out.printf("violations            %,d%n", r.violations().size());
-    Map<Violation.Kind, Long> byKind = new java.util.EnumMap<>(Violation.Kind.class);
-    for (Violation v : r.violations()) {
-      byKind.merge(v.kind(), 1L, Long::sum);
-    }
-    r.violations().stream().limit(10).forEach(v -> out.println("  " + v));
-    if (!r.undecidedRegisters().isEmpty()) {
-      out.printf(
-          "undecided             %s: the linearizability search gave up on these registers%n",
-          r.undecidedRegisters());
-    }
+    Map<Violation.Kind, Long> byKind = print(r.violations(), r.undecidedRegisters());
     out.printf("history               %s%n", r.history());
     boolean duplicatesFound = byKind.getOrDefault(Violation.Kind.DUPLICATE, 0L) > 0;
     if (negativeControl) {
@@ -149,13 +139,27 @@ final class VerifyCommand implements Callable<Integer> {
       spec.commandLine().getErr().println("idem: " + Errors.oneLine(e));
       return 2;
     }
+    Map<Violation.Kind, Long> byKind = print(violations, undecided);
+    boolean clean = violations.isEmpty() && undecided.isEmpty();
+    out.println(clean ? "verdict: PASS: no violations" : "verdict: FAIL: " + byKind);
+    return clean ? 0 : 1;
+  }
+
+  /** Prints the violations (the first ten spelled out) and undecided registers; counts by kind. */
+  private Map<Violation.Kind, Long> print(
+      java.util.List<Violation> violations, java.util.List<String> undecided) {
+    var out = spec.commandLine().getOut();
     out.printf("violations            %,d%n", violations.size());
+    Map<Violation.Kind, Long> byKind = new java.util.EnumMap<>(Violation.Kind.class);
+    for (Violation v : violations) {
+      byKind.merge(v.kind(), 1L, Long::sum);
+    }
     violations.stream().limit(10).forEach(v -> out.println("  " + v));
     if (!undecided.isEmpty()) {
-      out.printf("undecided             %s%n", undecided);
+      out.printf(
+          "undecided             %s: the linearizability search gave up on these registers%n",
+          undecided);
     }
-    boolean clean = violations.isEmpty() && undecided.isEmpty();
-    out.println(clean ? "verdict: PASS: no violations" : "verdict: FAIL");
-    return clean ? 0 : 1;
+    return byKind;
   }
 }

@@ -112,18 +112,7 @@ public final class Campaign {
 
     /** The same settings, running for {@code d}. */
     public Settings lasting(Duration d) {
-      return new Settings(
-          seed,
-          nodes,
-          d,
-          appendClients,
-          counterClients,
-          registerClients,
-          leaseClients,
-          clientProcesses,
-          window,
-          faultEvery,
-          atLeastOnce);
+      return with(nodes, d);
     }
 
     /**
@@ -132,10 +121,14 @@ public final class Campaign {
      * @throws IllegalArgumentException unless {@code n} is 3 or 5
      */
     public Settings on(int n) {
+      return with(n, duration);
+    }
+
+    private Settings with(int n, Duration d) {
       return new Settings(
           seed,
           n,
-          duration,
+          d,
           appendClients,
           counterClients,
           registerClients,
@@ -783,8 +776,15 @@ public final class Campaign {
    * wiped node starts afresh, and who holds every committed entry), restarts it empty and waits
    * until it caught up, by snapshot install when the leader's log was purged.
    */
-  private void wipe(Optional<Integer> leader) throws InterruptedException {
+  private void wipe(Optional<Integer> known) throws InterruptedException {
+    Optional<Integer> leader = known;
+    long elected = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+    while (leader.isEmpty() && System.nanoTime() < elected) {
+      Thread.sleep(100); // an election is under way (the previous fault hit the leader)
+      leader = cluster.leader();
+    }
     if (leader.isEmpty()) {
+      count("wipe leader (skipped: no leader for 10 s)");
       return;
     }
     int victim = leader.get();

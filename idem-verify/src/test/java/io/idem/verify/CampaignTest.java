@@ -37,11 +37,13 @@ class CampaignTest {
         .contains("responses lost", "connections reset", "client traffic delayed")
         .contains("kill -9 client process")
         .anyMatch(k -> k.startsWith("wipe leader (rejoined"));
-    assertThat(History.read(ok.history()))
+    java.util.List<Op> recorded = History.read(ok.history());
+    assertThat(recorded)
         .as("acknowledged appends of the client process")
         .anyMatch(o -> o.process().startsWith("w") && o.outcome() == Op.Outcome.OK);
-    long recorded = ok.opsByKind().values().stream().mapToLong(Long::longValue).sum();
-    assertThat(History.read(ok.history())).hasSize(Math.toIntExact(recorded));
+    assertThat(recorded)
+        .hasSize(
+            Math.toIntExact(ok.opsByKind().values().stream().mapToLong(Long::longValue).sum()));
     // Offline, the recorded run judges the same; with one element appended twice, it does not.
     Path run = dir.resolve("exactly-once");
     assertThat(Campaign.check(run, new java.util.ArrayList<>())).isEmpty();
