@@ -716,25 +716,24 @@ public final class Campaign {
     int follower = leader.map(l -> (l + 1 + r.nextInt(n - 1)) % n).orElse(any);
     int target = leader.orElse(any);
     switch (fault) {
-      case KILL_LEADER, KILL_FOLLOWER -> {
-        int victim = fault == Fault.KILL_LEADER ? target : follower;
-        cluster.kill(victim);
+      case KILL_LEADER, KILL_FOLLOWER, PAUSE_LEADER, PAUSE_FOLLOWER -> {
+        boolean kill = fault == Fault.KILL_LEADER || fault == Fault.KILL_FOLLOWER;
+        boolean onLeader = fault == Fault.KILL_LEADER || fault == Fault.PAUSE_LEADER;
+        int victim = onLeader ? target : follower;
+        if (kill) {
+          cluster.kill(victim);
+        } else {
+          cluster.pause(victim);
+        }
         count(
-            fault == Fault.KILL_LEADER && leader.isPresent()
-                ? "kill -9 leader"
-                : "kill -9 follower");
-        Thread.sleep(1_000 + r.nextInt(2_000));
-        cluster.start(victim);
-      }
-      case PAUSE_LEADER, PAUSE_FOLLOWER -> {
-        int victim = fault == Fault.PAUSE_LEADER ? target : follower;
-        cluster.pause(victim);
-        count(
-            fault == Fault.PAUSE_LEADER && leader.isPresent()
-                ? "SIGSTOP leader"
-                : "SIGSTOP follower");
+            (kill ? "kill -9 " : "SIGSTOP ")
+                + (leader.isEmpty() ? "node (no leader known)" : onLeader ? "leader" : "follower"));
         Thread.sleep(1_000 + r.nextInt(2_000)); // past the 300-600 ms election timeout
-        cluster.resume(victim);
+        if (kill) {
+          cluster.start(victim);
+        } else {
+          cluster.resume(victim);
+        }
       }
       case LOSE_RESPONSES -> {
         // Requests still reach the node and are applied; the answers vanish, then the

@@ -32,7 +32,7 @@ class CampaignTest {
     assertThat(ok.opsByKind().get(Op.Fn.GRANT)).isPositive();
     // Every kind of fault came at least once (a shuffled round of the 9 kinds takes ~30 s).
     assertThat(ok.faults().keySet())
-        .anyMatch(k -> k.startsWith("kill -9 l") || k.startsWith("kill -9 f"))
+        .anyMatch(k -> k.startsWith("kill -9 ") && !k.contains("client"))
         .anyMatch(k -> k.startsWith("SIGSTOP"))
         .contains("responses lost", "connections reset", "client traffic delayed")
         .contains("kill -9 client process")
