@@ -1,5 +1,7 @@
 package io.idem.cli;
 
+import io.idem.client.CasResult;
+import io.idem.client.DeleteResult;
 import io.idem.client.IdemClient;
 import io.idem.client.KeyValue;
 import io.idem.client.WriteResult;
@@ -98,7 +100,8 @@ final class KvCommand {
     @Override
     public Integer call() {
       try (IdemClient c = options.client()) {
-        System.out.println(c.delete(key) ? "deleted" : "(not found)");
+        DeleteResult d = c.delete(key);
+        System.out.println(d.existed() ? "deleted at revision " + d.revision() : "(not found)");
       }
       return 0;
     }
@@ -170,9 +173,12 @@ final class KvCommand {
     @Override
     public Integer call() {
       try (IdemClient c = options.client()) {
-        boolean written = c.compareAndSet(key, expected, utf8(value));
-        System.out.println(written ? "written" : "version mismatch: not written");
-        return written ? 0 : 4;
+        CasResult r = c.compareAndSet(key, expected, utf8(value));
+        System.out.println(
+            r.written()
+                ? "written: version " + r.version()
+                : "version mismatch: not written (the version is " + r.version() + ")");
+        return r.written() ? 0 : 4;
       }
     }
   }

@@ -1,7 +1,7 @@
 package io.idem.cli;
 
+import io.idem.client.ClusterStatus;
 import io.idem.client.IdemClient;
-import io.idem.proto.StatusReply;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -30,31 +30,31 @@ final class StatusCommand implements Callable<Integer> {
         "keys",
         "leases",
         "cmds/entry");
-    StatusReply any = null;
+    ClusterStatus any = null;
     for (String server : options.servers.split(",")) {
       if (server.isBlank()) {
         continue;
       }
       try (IdemClient c =
           IdemClient.builder().servers(server.trim()).requestTimeout(options.timeout).build()) {
-        StatusReply s = c.status();
+        ClusterStatus s = c.status();
         any = s;
         reachable++;
         String perEntry =
-            s.getEntriesAppended() == 0
+            s.entriesAppended() == 0
                 ? "-"
-                : String.format("%.1f", s.getCommandsAppended() / (double) s.getEntriesAppended());
+                : String.format("%.1f", s.commandsAppended() / (double) s.entriesAppended());
         System.out.printf(
             format,
-            s.getId(),
-            s.getRole(),
-            s.getTerm(),
-            s.getLeaderId().isEmpty() ? "?" : s.getLeaderId(),
-            s.getAppliedIndex(),
-            s.getLiveSessions(),
-            s.getDuplicatesSuppressed(),
-            s.getKeys(),
-            s.getLeases(),
+            s.id(),
+            s.role(),
+            s.term(),
+            s.leaderId().isEmpty() ? "?" : s.leaderId(),
+            s.appliedIndex(),
+            s.liveSessions(),
+            s.duplicatesSuppressed(),
+            s.keys(),
+            s.leases(),
             perEntry);
       } catch (RuntimeException e) {
         System.out.printf("%-22s unreachable: %s%n", server.trim(), Errors.oneLine(e));
@@ -62,8 +62,7 @@ final class StatusCommand implements Callable<Integer> {
     }
     if (any != null) {
       System.out.print("members:");
-      any.getMembersList()
-          .forEach(m -> System.out.print(" " + m.getId() + "=" + m.getClientAddress()));
+      any.members().forEach(m -> System.out.print(" " + m.id() + "=" + m.clientAddress()));
       System.out.println();
     }
     if (reachable == 0) {

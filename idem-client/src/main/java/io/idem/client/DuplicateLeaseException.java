@@ -1,14 +1,11 @@
 package io.idem.client;
 
-/**
- * The lease is held: a definite answer. A retried grant of one's own lease never gets this; it gets
- * the original success.
- */
-public class DuplicateLeaseException extends IdemException {
+/** The lease is held by another session: {@code DUPLICATE_LEASE}. */
+public final class DuplicateLeaseException extends RejectedException {
   private static final long serialVersionUID = 1L;
 
-  /** With a message that says what happened. */
-  public DuplicateLeaseException(String message) {
-    super(message);
+  /** For the client and its tests; applications only catch it. */
+  public DuplicateLeaseException(String message, long sessionId, long requestNumber) {
+    super(message, sessionId, requestNumber);
   }
 }

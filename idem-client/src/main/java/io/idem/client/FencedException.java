@@ -1,14 +1,19 @@
 package io.idem.client;
 
 /**
- * A newer instance of this client resumed the session (or the secret was refused): this instance is
- * closed. Fatal.
+ * A newer instance of this client (same identity) resumed the session, which fences this one. The
+ * client is closed.
  */
-public class FencedException extends IdemException {
+public final class FencedException extends SessionLostException {
   private static final long serialVersionUID = 1L;
 
-  /** With a message that says what happened. */
-  public FencedException(String message) {
-    super(message);
+  /** For the client and its tests; applications only catch it. */
+  public FencedException(String message, long sessionId, long requestNumber, Throwable cause) {
+    super(message, sessionId, requestNumber, "", cause);
+  }
+
+  @Override
+  public boolean isFatal() {
+    return true;
   }
 }

@@ -1,6 +1,9 @@
 package io.idem.client;
 
 import com.google.protobuf.ByteString;
+import io.grpc.StatusRuntimeException;
+import io.grpc.stub.StreamObserver;
+import io.idem.client.internal.SessionMachine;
 import io.idem.proto.Append;
 import io.idem.proto.Code;
 import io.idem.proto.CompareAndSet;
@@ -23,12 +26,13 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Function;
 
 /**
  * A client of an Idem cluster whose every write is applied exactly once, in the order issued.
@@ -36,17 +40,21 @@ import java.util.function.Function;
  * <p>It registers a session on first use and numbers each write. Up to {@code window} writes are in
  * flight at once (pipelined on one stream). On {@code NOT_LEADER}, a lost connection or a stall it
  * reconnects (to the leader hint, or the next server) and resends everything outstanding with the
- * same numbers; the server answers a retry with the answer it saved, never executing it twice. With
- * an identity file, the client durably records its identity and outstanding requests before sending
- * them, so a restarted process resumes the session (fencing the old instance) and resends what was
- * in flight: exactly-once across a client restart.
+ * same numbers; the server answers a retry with the answer it saved, never executing it twice. A
+ * stalled connection is replaced, not reused. With an identity file, the client durably records its
+ * identity and outstanding requests before sending them, so a restarted process resumes the session
+ * (fencing the old instance) and resends what was in flight: exactly-once across a client restart.
  *
- * <p>Errors: retriable conditions are handled inside until the call's deadline ({@link
- * IdemTimeoutException}); {@link OutcomeUnknownException} only when the session is lost with the
- * call in flight; {@link FencedException} is fatal; business outcomes are exceptions or results as
- * each method says.
+ * <p>Errors ({@link IdemException} says what to do with each kind): {@link NotSentException} (safe
+ * to retry), {@link OutcomeUnknownException} (sent, applied at most once, still being resent),
+ * {@link RejectedException} (a definite answer), {@link SessionLostException} (the session ended).
+ * Retriable conditions (a leader change, a lost connection, an overloaded server) are handled
+ * inside until the call's deadline.
  *
- * <p>Thread-safe. Create one per process (or per logical producer) and close it.
+ * <p>Threads: futures complete on the transport's worker pool ({@link IdemTransport}), never under
+ * a lock and never on a network thread, so callbacks may call the client again. The blocking
+ * methods wait for those futures. Thread-safe. Create one per process (or per logical producer) and
+ * close it.
  */
 public final class IdemClient implements AutoCloseable {
 
@@ -70,26 +78,41 @@ public final class IdemClient implements AutoCloseable {
    * @param description what it is: put, append, increment, grant_lease, ...
    * @param key the key (or lease name) it names
    * @param value the bytes it writes or appends; empty for other operations
-   * @param result its outcome, when it comes
+   * @param result its outcome when it comes: the operation's typed result (a {@link CounterResult}
+   *     for an increment, ...), or the exception a new call of it would get
    */
   public record RecoveredCall(
       long seq,
       String description,
       String key,
       byte[] value,
-      CompletableFuture<WriteResult> result) {}
+      CompletableFuture<OperationResult> result) {}
+
+  /** Delay between attempts of a read that found no leader. */
+  private static final long READ_RETRY_MS = 50;
 
   private final Settings settings;
-  private final ClientSession session;
+  private final SessionDriver session;
+  private final long timeoutNanos;
 
-  private IdemClient(Settings settings) {
+  private IdemClient(Settings settings, SessionDriver session, long timeoutNanos) {
     this.settings = settings;
-    this.session = new ClientSession(settings, settings.transport());
+    this.session = session;
+    this.timeoutNanos = timeoutNanos;
   }
 
   /** A builder; {@link Builder#servers} is required. */
   public static Builder builder() {
     return new Builder();
+  }
+
+  /**
+   * A view of this client whose calls wait up to {@code timeout} instead of the builder's request
+   * timeout. It shares the session (and its numbering): closing either closes both.
+   */
+  public IdemClient withTimeout(Duration timeout) {
+    Builder.positive("timeout", timeout);
+    return new IdemClient(settings, session, timeout.toNanos());
   }
 
   // ---- writes ----
@@ -121,37 +144,43 @@ public final class IdemClient implements AutoCloseable {
     checkValue(value);
     Put.Builder p = Put.newBuilder().setKey(key).setValue(ByteString.copyFrom(value));
     if (lease != null) {
+      checkName(lease);
       p.setLease(lease);
     }
-    return write(Operation.newBuilder().setPut(p).build(), IdemClient::writeResult);
+    return write(Operation.newBuilder().setPut(p).build(), WriteResult.class);
   }
 
-  /** Deletes {@code key}; returns whether it existed. */
-  public boolean delete(String key) {
+  /** Deletes {@code key}: whether it existed, and the revision of the delete. */
+  public DeleteResult delete(String key) {
     return join(deleteAsync(key));
   }
 
   /** See {@link #delete}. */
-  public CompletableFuture<Boolean> deleteAsync(String key) {
+  public CompletableFuture<DeleteResult> deleteAsync(String key) {
     checkKey(key);
     return write(
         Operation.newBuilder().setDelete(Delete.newBuilder().setKey(key)).build(),
-        f -> f.getResult().getDone());
+        DeleteResult.class);
   }
 
   /**
    * Writes {@code value} if the key's version is {@code expectedVersion} (0: the key must not
-   * exist). Returns whether it was written.
+   * exist). The result says whether it was written and the key's version now (the new one, or the
+   * current one to expect next time).
    */
-  public boolean compareAndSet(String key, long expectedVersion, byte[] value) {
+  public CasResult compareAndSet(String key, long expectedVersion, byte[] value) {
     return join(compareAndSetAsync(key, expectedVersion, value));
   }
 
   /** See {@link #compareAndSet}. */
-  public CompletableFuture<Boolean> compareAndSetAsync(
+  public CompletableFuture<CasResult> compareAndSetAsync(
       String key, long expectedVersion, byte[] value) {
     checkKey(key);
     checkValue(value);
+    if (expectedVersion < 0) {
+      throw new InvalidArgumentException(
+          "expected version must be 0 (absent) or positive, got " + expectedVersion, 0, 0);
+    }
     return write(
         Operation.newBuilder()
             .setCompareAndSet(
@@ -160,7 +189,7 @@ public final class IdemClient implements AutoCloseable {
                     .setExpectedVersion(expectedVersion)
                     .setValue(ByteString.copyFrom(value)))
             .build(),
-        f -> f.getResult().getCode() == Code.OK);
+        CasResult.class);
   }
 
   /** Adds {@code delta} to the counter at {@code key} and returns the new value. */
@@ -172,10 +201,11 @@ public final class IdemClient implements AutoCloseable {
   public CompletableFuture<Long> incrementAsync(String key, long delta) {
     checkKey(key);
     return write(
-        Operation.newBuilder()
-            .setIncrement(Increment.newBuilder().setKey(key).setDelta(delta))
-            .build(),
-        f -> f.getResult().getNumber());
+            Operation.newBuilder()
+                .setIncrement(Increment.newBuilder().setKey(key).setDelta(delta))
+                .build(),
+            CounterResult.class)
+        .thenApply(CounterResult::value);
   }
 
   /** Appends {@code value} to the list at {@code key} and returns the list's new length. */
@@ -188,10 +218,11 @@ public final class IdemClient implements AutoCloseable {
     checkKey(key);
     checkValue(value);
     return write(
-        Operation.newBuilder()
-            .setAppend(Append.newBuilder().setKey(key).setValue(ByteString.copyFrom(value)))
-            .build(),
-        f -> f.getResult().getNumber());
+            Operation.newBuilder()
+                .setAppend(Append.newBuilder().setKey(key).setValue(ByteString.copyFrom(value)))
+                .build(),
+            AppendResult.class)
+        .thenApply(AppendResult::length);
   }
 
   // ---- leases ----
@@ -208,11 +239,13 @@ public final class IdemClient implements AutoCloseable {
   /** See {@link #grantLease}. */
   public CompletableFuture<Long> grantLeaseAsync(String name, Duration ttl) {
     checkName(name);
-    return write(
+    if (ttl == null || ttl.toMillis() < 1) {
+      throw new InvalidArgumentException("lease TTL must be at least 1 ms, got " + ttl, 0, 0);
+    }
+    return lease(
         Operation.newBuilder()
             .setGrantLease(GrantLease.newBuilder().setName(name).setTtlMs(ttl.toMillis()))
-            .build(),
-        f -> f.getResult().getNumber());
+            .build());
   }
 
   /**
@@ -226,9 +259,30 @@ public final class IdemClient implements AutoCloseable {
   /** See {@link #keepAliveLease}. */
   public CompletableFuture<Long> keepAliveLeaseAsync(String name) {
     checkName(name);
-    return write(
-        Operation.newBuilder().setKeepAliveLease(KeepAliveLease.newBuilder().setName(name)).build(),
-        f -> f.getResult().getNumber());
+    return lease(
+        Operation.newBuilder()
+            .setKeepAliveLease(KeepAliveLease.newBuilder().setName(name))
+            .build());
+  }
+
+  /**
+   * Renews lease {@code name} every {@code interval} until the returned handle is closed or the
+   * lease is lost (the listener hears of both renewals and the loss). Choose an interval well below
+   * the lease's TTL, a third of it for example.
+   */
+  public LeaseKeepAlive keepLeaseAlive(
+      String name, Duration interval, LeaseKeepAlive.Listener listener) {
+    checkName(name);
+    Builder.positive("interval", interval);
+    LeaseKeepAlive k =
+        new LeaseKeepAlive(
+            this,
+            name,
+            interval,
+            listener == null ? new LeaseKeepAlive.Listener() {} : listener,
+            session.transport().timer());
+    k.start();
+    return k;
   }
 
   /**
@@ -243,9 +297,12 @@ public final class IdemClient implements AutoCloseable {
   /** See {@link #revokeLease}. */
   public CompletableFuture<Long> revokeLeaseAsync(String name) {
     checkName(name);
-    return write(
-        Operation.newBuilder().setRevokeLease(RevokeLease.newBuilder().setName(name)).build(),
-        f -> f.getResult().getNumber());
+    return lease(
+        Operation.newBuilder().setRevokeLease(RevokeLease.newBuilder().setName(name)).build());
+  }
+
+  private CompletableFuture<Long> lease(Operation op) {
+    return write(op, LeaseResult.class).thenApply(LeaseResult::logTimeMs);
   }
 
   // ---- reads ----
@@ -255,55 +312,169 @@ public final class IdemClient implements AutoCloseable {
     return join(getAsync(key));
   }
 
-  /** See {@link #get}. */
+  /**
+   * See {@link #get}. Blocks no thread: a read that finds no leader is retried on the transport's
+   * timer until the call's deadline, then fails with {@link NotSentException} ({@code
+   * UNAVAILABLE}).
+   */
   public CompletableFuture<Optional<KeyValue>> getAsync(String key) {
     checkKey(key);
-    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.requestTimeoutMs());
-    return CompletableFuture.supplyAsync(() -> readUntil(key, deadline));
+    Read read = new Read(key, System.nanoTime() + timeoutNanos);
+    read.attempt();
+    return read.result;
   }
 
-  private Optional<KeyValue> readUntil(String key, long deadlineNanos) {
-    Throwable last = null;
-    while (System.nanoTime() < deadlineNanos) {
-      try {
-        GetReply r =
-            IdemGrpc.newBlockingStub(session.anyChannel())
-                .withDeadlineAfter(settings.rpcTimeoutMs(), TimeUnit.MILLISECONDS)
-                .get(GetRequest.newBuilder().setKey(key).build());
-        if (r.getCode() == Code.OK) {
-          if (!r.getFound()) {
-            return Optional.empty();
-          }
-          List<byte[]> elements = new ArrayList<>();
-          r.getElementsList().forEach(b -> elements.add(b.toByteArray()));
-          return Optional.of(
-              new KeyValue(
-                  key,
-                  r.getElementsCount() > 0 ? null : r.getValue().toByteArray(),
-                  List.copyOf(elements),
-                  r.getVersion(),
-                  r.getModRevision(),
-                  r.getLease().isEmpty() ? null : r.getLease()));
-        }
-        if (r.getCode() == Code.INVALID_ARGUMENT) {
-          throw new InvalidArgumentException(r.getMessage());
-        }
-        session.noteReadRedirect(r.getLeaderHint());
-      } catch (io.grpc.StatusRuntimeException e) {
-        last = e;
-        session.noteReadRedirect("");
-      }
-      sleep(50);
+  /** One linearizable read, retried through redirects and failures until its deadline. */
+  private final class Read {
+    final String key;
+    final long deadline;
+    final CompletableFuture<Optional<KeyValue>> result = new CompletableFuture<>();
+    String lastError = "";
+
+    Read(String key, long deadline) {
+      this.key = key;
+      this.deadline = deadline;
     }
-    throw new IdemTimeoutException(
-        "read of " + key + " found no leader in time" + (last == null ? "" : ": " + last));
+
+    void attempt() {
+      IdemTransport.Connection c;
+      try {
+        c = session.transport().connection(session.address());
+      } catch (IllegalStateException e) {
+        fail(new NotSentException(NotSentException.Reason.CLIENT_CLOSED, e.getMessage(), 0, "", e));
+        return;
+      }
+      long left = Math.max(1, deadline - System.nanoTime());
+      IdemGrpc.newStub(c.channel)
+          .withDeadlineAfter(
+              Math.min(left, TimeUnit.MILLISECONDS.toNanos(settings.rpcTimeoutMs())),
+              TimeUnit.NANOSECONDS)
+          .get(
+              GetRequest.newBuilder().setKey(key).build(),
+              new StreamObserver<>() {
+                @Override
+                public void onNext(GetReply r) {
+                  if (r.getCode() == Code.OK) {
+                    succeed(r);
+                  } else if (r.getCode() == Code.INVALID_ARGUMENT) {
+                    fail(new InvalidArgumentException(r.getMessage(), 0, 0));
+                  } else {
+                    lastError = r.getCode() + " " + r.getMessage();
+                    session.redirect(r.getLeaderHint());
+                    retry();
+                  }
+                }
+
+                @Override
+                public void onError(Throwable t) {
+                  lastError = t.toString();
+                  session.redirect("");
+                  retry();
+                }
+
+                @Override
+                public void onCompleted() {}
+              });
+    }
+
+    private void retry() {
+      if (System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(READ_RETRY_MS) - deadline > 0) {
+        fail(
+            new NotSentException(
+                NotSentException.Reason.UNAVAILABLE,
+                "read of " + key + " found no leader in time; last: " + lastError,
+                0,
+                session.leaderHint(),
+                null));
+        return;
+      }
+      try {
+        session.transport().timer().schedule(this::attempt, READ_RETRY_MS, TimeUnit.MILLISECONDS);
+      } catch (RejectedExecutionException e) {
+        fail(
+            new NotSentException(
+                NotSentException.Reason.CLIENT_CLOSED, "the client is closed", 0, "", e));
+      }
+    }
+
+    private void succeed(GetReply r) {
+      Optional<KeyValue> kv = Optional.empty();
+      if (r.getFound()) {
+        List<byte[]> elements = new ArrayList<>();
+        r.getElementsList().forEach(b -> elements.add(b.toByteArray()));
+        kv =
+            Optional.of(
+                new KeyValue(
+                    key,
+                    r.getElementsCount() > 0 ? null : r.getValue().toByteArray(),
+                    List.copyOf(elements),
+                    r.getVersion(),
+                    r.getModRevision(),
+                    r.getLease().isEmpty() ? null : r.getLease()));
+      }
+      Optional<KeyValue> value = kv;
+      onWorkers(() -> result.complete(value));
+    }
+
+    private void fail(IdemException e) {
+      onWorkers(() -> result.completeExceptionally(e));
+    }
   }
 
-  /** The status of the server the client is talking to. */
-  public StatusReply status() {
-    return IdemGrpc.newBlockingStub(session.anyChannel())
-        .withDeadlineAfter(settings.rpcTimeoutMs(), TimeUnit.MILLISECONDS)
-        .status(StatusRequest.getDefaultInstance());
+  private void onWorkers(Runnable r) {
+    try {
+      session.transport().workers().execute(r);
+    } catch (RejectedExecutionException e) {
+      r.run();
+    }
+  }
+
+  /**
+   * The status of the server the client is talking to now.
+   *
+   * @throws NotSentException if it did not answer within the RPC timeout
+   */
+  public ClusterStatus status() {
+    StatusReply s;
+    try {
+      s =
+          IdemGrpc.newBlockingStub(session.transport().connection(session.address()).channel)
+              .withDeadlineAfter(settings.rpcTimeoutMs(), TimeUnit.MILLISECONDS)
+              .status(StatusRequest.getDefaultInstance());
+    } catch (StatusRuntimeException e) {
+      session.redirect("");
+      throw new NotSentException(
+          NotSentException.Reason.UNAVAILABLE,
+          "status: " + e.getStatus().getCode() + " " + e.getStatus().getDescription(),
+          0,
+          "",
+          e);
+    } catch (IllegalStateException e) {
+      throw new NotSentException(NotSentException.Reason.CLIENT_CLOSED, e.getMessage(), 0, "", e);
+    }
+    List<ClusterStatus.Member> members = new ArrayList<>();
+    s.getMembersList()
+        .forEach(
+            m ->
+                members.add(
+                    new ClusterStatus.Member(m.getId(), m.getRaftAddress(), m.getClientAddress())));
+    return new ClusterStatus(
+        s.getId(),
+        s.getRole(),
+        s.getLeaderId(),
+        s.getLeaderAddress(),
+        s.getTerm(),
+        s.getAppliedIndex(),
+        s.getLogTimeMs(),
+        s.getLiveSessions(),
+        s.getDuplicatesSuppressed(),
+        s.getKeys(),
+        s.getLeases(),
+        List.copyOf(members),
+        s.getDigest(),
+        s.getEntriesAppended(),
+        s.getCommandsAppended(),
+        s.getLogStartIndex());
   }
 
   // ---- session ----
@@ -314,14 +485,15 @@ public final class IdemClient implements AutoCloseable {
    */
   public List<RecoveredCall> recovered() {
     List<RecoveredCall> out = new ArrayList<>();
-    for (ClientSession.Call c : session.recovered()) {
+    for (SessionMachine.Call c : session.recovered()) {
+      Operation op = c.op();
       out.add(
           new RecoveredCall(
-              c.seq,
-              c.op.getOpCase().name().toLowerCase(java.util.Locale.ROOT),
-              keyOf(c.op),
-              valueOf(c.op),
-              c.future.thenApply(IdemClient::writeResultOrThrow)));
+              c.seq(),
+              op.getOpCase().name().toLowerCase(Locale.ROOT),
+              keyOf(op),
+              valueOf(op),
+              c.future().thenApply(f -> typed(op, f))));
     }
     return out;
   }
@@ -369,107 +541,101 @@ public final class IdemClient implements AutoCloseable {
     return session.epoch();
   }
 
-  /** Closes the client. Calls in flight fail; a named client's session stays resumable. */
+  /**
+   * Closes the client at once: calls in flight fail ({@link ClientClosedException}: their outcome
+   * is unknown), calls not yet sent fail with {@link NotSentException}. A named client's session
+   * stays resumable; an anonymous one with nothing in flight is closed on the server.
+   */
   @Override
   public void close() {
-    session.close();
+    session.close(Duration.ZERO);
+  }
+
+  /**
+   * Closes the client gracefully: refuses new calls, waits up to {@code grace} for the calls
+   * already made to be answered, then closes as {@link #close()} does.
+   */
+  public void close(Duration grace) {
+    session.close(grace == null ? Duration.ZERO : grace);
   }
 
   // ---- plumbing ----
 
-  private <T> CompletableFuture<T> write(Operation op, Function<ServerFrame, T> onOk) {
-    return session.submit(op, settings.requestTimeoutMs()).thenApply(f -> mapOrThrow(f, onOk));
+  private <T extends OperationResult> CompletableFuture<T> write(Operation op, Class<T> type) {
+    return session.submit(op, timeoutNanos).thenApply(f -> type.cast(typed(op, f)));
   }
 
-  private static <T> T mapOrThrow(ServerFrame f, Function<ServerFrame, T> onOk) {
+  /** The typed result of {@code op}'s answer {@code f}, or the exception it stands for. */
+  private OperationResult typed(Operation op, ServerFrame f) {
     Result r = f.getResult();
-    switch (r.getCode()) {
-      case OK:
-        return onOk.apply(f);
-      case CAS_MISMATCH:
-        return onOk.apply(f);
-      case DUPLICATE_LEASE:
-        throw new DuplicateLeaseException(r.getMessage());
-      case LEASE_NOT_FOUND:
-        throw new LeaseNotFoundException(r.getMessage());
-      case WRONG_TYPE:
-        throw new WrongTypeException(r.getMessage());
-      case INVALID_ARGUMENT:
-        throw new InvalidArgumentException(r.getMessage());
-      case RESPONSE_DISCARDED:
-      case WINDOW_EXCEEDED:
-        throw new ProtocolException(r.getCode() + ": " + r.getMessage());
-      default:
-        throw new IdemException("unexpected answer " + r.getCode() + ": " + r.getMessage());
+    long rev = r.getRevision();
+    boolean dup = f.getDuplicate();
+    if (r.getCode() != Code.OK && !(r.getCode() == Code.CAS_MISMATCH && op.hasCompareAndSet())) {
+      throw rejected(r, f.getSeq());
     }
+    return switch (op.getOpCase()) {
+      case PUT -> new WriteResult(rev, r.getVersion(), dup);
+      case DELETE -> new DeleteResult(r.getDone(), rev, dup);
+      case COMPARE_AND_SET -> new CasResult(r.getCode() == Code.OK, r.getVersion(), rev, dup);
+      case INCREMENT -> new CounterResult(r.getNumber(), rev, dup);
+      case APPEND -> new AppendResult(r.getNumber(), rev, dup);
+      case GRANT_LEASE, KEEP_ALIVE_LEASE, REVOKE_LEASE -> new LeaseResult(r.getNumber(), rev, dup);
+      case OP_NOT_SET -> throw new ProtocolException("an answer to no operation", 0, f.getSeq());
+    };
   }
 
-  private static WriteResult writeResult(ServerFrame f) {
-    return new WriteResult(
-        f.getResult().getRevision(), f.getResult().getVersion(), f.getDuplicate());
-  }
-
-  private static WriteResult writeResultOrThrow(ServerFrame f) {
-    return mapOrThrow(f, IdemClient::writeResult);
+  private RejectedException rejected(Result r, long seq) {
+    long id = session.clientId();
+    String m = r.getMessage();
+    return switch (r.getCode()) {
+      case DUPLICATE_LEASE -> new DuplicateLeaseException(m, id, seq);
+      case LEASE_NOT_FOUND -> new LeaseNotFoundException(m, id, seq);
+      case WRONG_TYPE -> new WrongTypeException(m, id, seq);
+      case INVALID_ARGUMENT -> new InvalidArgumentException(m, id, seq);
+      default -> new ProtocolException(r.getCode() + ": " + m, id, seq);
+    };
   }
 
   private static <T> T join(CompletableFuture<T> f) {
     try {
       return f.get();
     } catch (ExecutionException e) {
-      throw unwrap(e.getCause());
+      Throwable t = unwrap(e.getCause());
+      throw t instanceof RuntimeException r ? r : unexpected(t);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
-      throw new IdemException("interrupted while waiting for an answer", e);
+      throw new OutcomeUnknownException(
+          "interrupted while waiting for the answer; the call goes on", 0, 0, "");
     }
   }
 
-  private static RuntimeException unwrap(Throwable t) {
+  static Throwable unwrap(Throwable t) {
     while (t instanceof CompletionException && t.getCause() != null) {
       t = t.getCause();
     }
-    return t instanceof RuntimeException r ? r : new IdemException(t.toString(), t);
+    return t;
   }
 
-  private static void sleep(long ms) {
-    try {
-      Thread.sleep(ms);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IdemException("interrupted", e);
-    }
+  static IdemException unexpected(Throwable t) {
+    return new ProtocolException("unexpected failure: " + t, 0, 0);
   }
 
-  /** The server's limits, checked here so that bad input never reaches a session number. */
-  static final int MAX_KEY_BYTES = 4 * 1024;
-
-  static final int MAX_VALUE_BYTES = 1024 * 1024;
-  static final int MAX_NAME_CHARS = 256;
-
+  // Cheap checks that need no limits; the cluster's limits are checked when a call is numbered.
   private static void checkKey(String key) {
     if (key == null || key.isEmpty()) {
-      throw new InvalidArgumentException("key must not be empty");
-    }
-    int n = key.getBytes(StandardCharsets.UTF_8).length;
-    if (n > MAX_KEY_BYTES) {
-      throw new InvalidArgumentException("key is " + n + " bytes, the limit is " + MAX_KEY_BYTES);
+      throw new InvalidArgumentException("key must not be empty", 0, 0);
     }
   }
 
   private static void checkValue(byte[] value) {
     if (value == null) {
-      throw new InvalidArgumentException("value must not be null");
-    }
-    if (value.length > MAX_VALUE_BYTES) {
-      throw new InvalidArgumentException(
-          "value is " + value.length + " bytes, the limit is " + MAX_VALUE_BYTES);
+      throw new InvalidArgumentException("value must not be null", 0, 0);
     }
   }
 
   private static void checkName(String name) {
-    if (name == null || name.isEmpty() || name.length() > MAX_NAME_CHARS) {
-      throw new InvalidArgumentException(
-          "lease name must have 1 to " + MAX_NAME_CHARS + " characters");
+    if (name == null || name.isEmpty()) {
+      throw new InvalidArgumentException("lease name must not be empty", 0, 0);
     }
   }
 
@@ -596,7 +762,7 @@ public final class IdemClient implements AutoCloseable {
       if (identityFile != null && (name == null || name.isEmpty() || name.length() > 256)) {
         throw new IllegalArgumentException("an identity needs a name of 1 to 256 characters");
       }
-      return new IdemClient(
+      Settings settings =
           new Settings(
               servers,
               window,
@@ -607,10 +773,11 @@ public final class IdemClient implements AutoCloseable {
               rpcTimeout.toMillis(),
               identityFile,
               name,
-              transport));
+              transport);
+      return new IdemClient(settings, new SessionDriver(settings), requestTimeout.toNanos());
     }
 
-    private static void positive(String what, Duration d) {
+    static void positive(String what, Duration d) {
       if (d == null || d.isZero() || d.isNegative()) {
         throw new IllegalArgumentException(what + " must be positive, got " + d);
       }

@@ -1,27 +1,73 @@
 package io.idem.client;
 
+import io.grpc.CallOptions;
+import io.grpc.Channel;
+import io.grpc.ClientCall;
+import io.grpc.ClientInterceptor;
+import io.grpc.ClientInterceptors;
+import io.grpc.ForwardingClientCall;
+import io.grpc.ForwardingClientCallListener;
 import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
+import io.grpc.MethodDescriptor;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * Connections to the servers and one timer thread, shared by the {@link IdemClient}s of a process
- * that are built with {@link IdemClient.Builder#transport}. Every client still has its own session;
- * sharing means one TCP connection per server instead of one per client, so the frames of many
- * sessions leave and arrive in the same writes and reads. A client built without a transport gets a
- * private one and closes it with itself.
+ * Connections to the servers, one timer thread and a worker pool, shared by the {@link IdemClient}s
+ * of a process that are built with {@link IdemClient.Builder#transport}. Every client still has its
+ * own session; sharing means one TCP connection per server instead of one per client. A client
+ * built without a transport gets a private one and closes it with itself.
+ *
+ * <p>Threads: gRPC's I/O threads only hand frames to the sessions; the timer thread ticks them; the
+ * worker pool (daemon threads named {@code idem-client-worker-N}) runs each session's network and
+ * journal work in order and completes the callers' futures. Callbacks attached to those futures run
+ * on the worker pool unless the caller chose an executor ({@code thenApplyAsync(fn, executor)}).
+ *
+ * <p>Connections heal: every connection sends HTTP/2 keep-alive pings ({@link #KEEPALIVE_TIME},
+ * also while idle) and is dropped when a ping goes unanswered for {@link #KEEPALIVE_TIMEOUT}; and a
+ * session whose stream stalls replaces the connection under it if the connection as a whole has
+ * been silent as long (a NAT or a firewall that dropped its state leaves a socket that is open but
+ * dead, in one direction or both). The next call opens a new connection.
  *
  * <p>Close the transport after the clients that use it. Thread-safe.
  */
 public final class IdemTransport implements AutoCloseable {
-  private final Map<String, ManagedChannel> channels = new HashMap<>();
+
+  /** How often an HTTP/2 keep-alive ping goes out on a connection. */
+  public static final Duration KEEPALIVE_TIME = Duration.ofSeconds(10);
+
+  /** How long a keep-alive ping may go unanswered before the connection is dropped. */
+  public static final Duration KEEPALIVE_TIMEOUT = Duration.ofSeconds(5);
+
+  /** One connection to a server, and when anything last arrived on it. */
+  static final class Connection {
+    final ManagedChannel managed;
+    final Channel channel;
+    volatile long lastInboundNanos = System.nanoTime();
+
+    private Connection(ManagedChannel managed) {
+      this.managed = managed;
+      this.channel = ClientInterceptors.intercept(managed, new InboundClock(this));
+    }
+  }
+
+  private final Map<String, Connection> connections = new HashMap<>();
   private final ScheduledExecutorService timer;
+  private final ExecutorService workers;
+  private final AtomicInteger replaced = new AtomicInteger();
+  private final Set<Runnable> onShutdown = new LinkedHashSet<>();
   private boolean closed;
 
   private IdemTransport() {
@@ -32,6 +78,14 @@ public final class IdemTransport implements AutoCloseable {
               t.setDaemon(true);
               return t;
             });
+    AtomicInteger n = new AtomicInteger();
+    this.workers =
+        Executors.newCachedThreadPool(
+            r -> {
+              Thread t = new Thread(r, "idem-client-worker-" + n.incrementAndGet());
+              t.setDaemon(true);
+              return t;
+            });
   }
 
   /** A new transport; it connects lazily, to each server on first use. */
@@ -39,65 +93,151 @@ public final class IdemTransport implements AutoCloseable {
     return new IdemTransport();
   }
 
-  /** The channel to {@code address} (host:port), opened on first use. */
-  synchronized ManagedChannel channel(String address) {
+  /** The connection to {@code address} (host:port), opened on first use. */
+  synchronized Connection connection(String address) {
     if (closed) {
-      throw new IdemException("the client transport is closed");
+      throw new IllegalStateException("the client transport is closed");
     }
-    return channels.computeIfAbsent(
-        address,
-        a -> {
-          int colon = a.lastIndexOf(':');
-          return NettyChannelBuilder.forAddress(
-                  a.substring(0, colon), Integer.parseInt(a.substring(colon + 1)))
-              .usePlaintext()
-              // Frames are handled on the I/O threads, without a hop to an executor per message.
-              .directExecutor()
-              .maxInboundMessageSize(64 << 20)
-              .build();
-        });
+    return connections.computeIfAbsent(address, a -> new Connection(open(a)));
   }
 
-  /** The timer that runs the clients' ticks, retries and reconnects. */
+  private static ManagedChannel open(String address) {
+    int colon = address.lastIndexOf(':');
+    return NettyChannelBuilder.forAddress(
+            address.substring(0, colon), Integer.parseInt(address.substring(colon + 1)))
+        .usePlaintext()
+        // Frames are handed to the sessions on the I/O threads, without a hop per message.
+        .directExecutor()
+        .keepAliveTime(KEEPALIVE_TIME.toMillis(), TimeUnit.MILLISECONDS)
+        .keepAliveTimeout(KEEPALIVE_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS)
+        .keepAliveWithoutCalls(true)
+        .maxInboundMessageSize(64 << 20)
+        .build();
+  }
+
+  /**
+   * Drops the connection to {@code address} if nothing has arrived on it for {@code silentNanos}:
+   * it is dead (half-open, or silent one way). Its streams fail, and the next call opens a new
+   * connection. A connection that still carries answers to other sessions is kept.
+   */
+  void replaceIfSilent(String address, long silentNanos) {
+    Connection dead;
+    synchronized (this) {
+      Connection c = connections.get(address);
+      if (c == null || System.nanoTime() - c.lastInboundNanos < silentNanos) {
+        return;
+      }
+      connections.remove(address);
+      dead = c;
+    }
+    replaced.incrementAndGet();
+    dead.managed.shutdownNow();
+  }
+
+  /** How many connections were dropped as dead so far. */
+  public int connectionsReplaced() {
+    return replaced.get();
+  }
+
+  /** The timer that ticks the sessions. */
   ScheduledExecutorService timer() {
     return timer;
   }
 
+  /** The pool that runs the sessions' effects and completes their futures. */
+  ExecutorService workers() {
+    return workers;
+  }
+
+  /**
+   * Runs {@code hook} when the transport shuts down (a session fails its calls then rather than
+   * wait for a timer that no longer runs); false if it is shut down already.
+   */
+  synchronized boolean onShutdown(Runnable hook) {
+    return !closed && onShutdown.add(hook);
+  }
+
+  /** Forgets a hook of {@link #onShutdown}. */
+  synchronized void removeOnShutdown(Runnable hook) {
+    onShutdown.remove(hook);
+  }
+
   /** Starts a graceful shutdown of the connections and stops the timer; does not wait. */
   void shutdown() {
-    List<ManagedChannel> open;
+    List<Connection> open;
+    List<Runnable> hooks;
     synchronized (this) {
       if (closed) {
         return;
       }
       closed = true;
-      open = new ArrayList<>(channels.values());
+      open = new ArrayList<>(connections.values());
+      hooks = new ArrayList<>(onShutdown);
+      onShutdown.clear();
     }
+    hooks.forEach(Runnable::run);
     timer.shutdownNow();
-    for (ManagedChannel ch : open) {
-      ch.shutdown(); // graceful: frames already written (a Close) still reach the server
+    workers.shutdown(); // tasks already queued (completions) still run
+    for (Connection c : open) {
+      c.managed.shutdown(); // graceful: frames already written (a Close) still reach the server
     }
   }
 
   /**
    * Closes the connections, waiting up to a second for frames already written to leave, and stops
-   * the timer. Clients still using the transport fail their calls.
+   * the timer and the workers. Clients still using the transport fail their calls.
    */
   @Override
   public void close() {
     shutdown();
-    List<ManagedChannel> all;
+    List<Connection> all;
     synchronized (this) {
-      all = new ArrayList<>(channels.values());
+      all = new ArrayList<>(connections.values());
     }
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
-    for (ManagedChannel ch : all) {
-      try {
-        ch.awaitTermination(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
+    try {
+      for (Connection c : all) {
+        c.managed.awaitTermination(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+        c.managed.shutdownNow();
       }
-      ch.shutdownNow();
+      workers.awaitTermination(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      all.forEach(c -> c.managed.shutdownNow());
+    }
+  }
+
+  /** Notes when anything (headers, a message, the end) arrives on a connection. */
+  private static final class InboundClock implements ClientInterceptor {
+    private final Connection connection;
+
+    InboundClock(Connection connection) {
+      this.connection = connection;
+    }
+
+    @Override
+    public <Q, R> ClientCall<Q, R> interceptCall(
+        MethodDescriptor<Q, R> method, CallOptions options, Channel next) {
+      return new ForwardingClientCall.SimpleForwardingClientCall<>(next.newCall(method, options)) {
+        @Override
+        public void start(Listener<R> listener, Metadata headers) {
+          super.start(
+              new ForwardingClientCallListener.SimpleForwardingClientCallListener<>(listener) {
+                @Override
+                public void onHeaders(Metadata h) {
+                  connection.lastInboundNanos = System.nanoTime();
+                  super.onHeaders(h);
+                }
+
+                @Override
+                public void onMessage(R message) {
+                  connection.lastInboundNanos = System.nanoTime();
+                  super.onMessage(message);
+                }
+              },
+              headers);
+        }
+      };
     }
   }
 }

@@ -1,14 +1,15 @@
 package io.idem.client;
 
 /**
- * The server refused the operation as malformed: a key or value too large, a bad TTL or name. A
- * definite answer; the operation was not applied.
+ * Malformed input or input over one of the cluster's limits (key, value, lease name, lease TTL).
+ * Checked by the client before a call is numbered where it can, and by the server otherwise, which
+ * then saves the answer.
  */
-public class InvalidArgumentException extends IdemException {
+public final class InvalidArgumentException extends RejectedException {
   private static final long serialVersionUID = 1L;
 
-  /** With a message that says what happened. */
-  public InvalidArgumentException(String message) {
-    super(message);
+  /** For the client and its tests; applications only catch it. */
+  public InvalidArgumentException(String message, long sessionId, long requestNumber) {
+    super(message, sessionId, requestNumber);
   }
 }

@@ -1,11 +1,13 @@
 package io.idem.client;
 
-/** No lease of that name lives: it expired, was revoked, or never existed. */
-public class LeaseNotFoundException extends IdemException {
+/**
+ * The lease is gone (expired or revoked) or is held by another session: {@code LEASE_NOT_FOUND}.
+ */
+public final class LeaseNotFoundException extends RejectedException {
   private static final long serialVersionUID = 1L;
 
-  /** With a message that says what happened. */
-  public LeaseNotFoundException(String message) {
-    super(message);
+  /** For the client and its tests; applications only catch it. */
+  public LeaseNotFoundException(String message, long sessionId, long requestNumber) {
+    super(message, sessionId, requestNumber);
   }
 }

@@ -1,14 +1,17 @@
 package io.idem.client;
 
 /**
- * The session was lost (expired) while this call was in flight: it was applied at most once, and
- * the client cannot learn whether. New calls run in a new session.
+ * The call was sent but its answer did not come before its deadline. It is applied at most once,
+ * and it stays in the session: the client keeps resending it with its number until the server
+ * answers, so it may still be applied after this exception. Read the state to find out, or retry an
+ * operation that is safe to repeat.
  */
-public class OutcomeUnknownException extends IdemException {
+public final class OutcomeUnknownException extends IdemException {
   private static final long serialVersionUID = 1L;
 
-  /** With a message that says what happened. */
-  public OutcomeUnknownException(String message) {
-    super(message);
+  /** For the client and its tests; applications only catch it. */
+  public OutcomeUnknownException(
+      String message, long sessionId, long requestNumber, String leaderHint) {
+    super(message, sessionId, requestNumber, leaderHint, null);
   }
 }

@@ -1,14 +1,14 @@
 package io.idem.client;
 
 /**
- * The server reported a client protocol error (WINDOW_EXCEEDED or RESPONSE_DISCARDED): a bug in the
- * client, never expected.
+ * The server reported a client protocol error ({@code WINDOW_EXCEEDED}, {@code
+ * RESPONSE_DISCARDED}). A bug in the client: report it.
  */
-public class ProtocolException extends IdemException {
+public final class ProtocolException extends RejectedException {
   private static final long serialVersionUID = 1L;
 
-  /** With a message that says what happened. */
-  public ProtocolException(String message) {
-    super(message);
+  /** For the client and its tests; applications only catch it. */
+  public ProtocolException(String message, long sessionId, long requestNumber) {
+    super(message, sessionId, requestNumber);
   }
 }

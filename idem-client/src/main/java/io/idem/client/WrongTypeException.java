@@ -1,14 +1,14 @@
 package io.idem.client;
 
 /**
- * The key holds the other kind of value: a list (written by append) where a plain value was
- * expected, or the reverse, or a non-number for increment.
+ * The key holds another type of value (a counter or a list where the operation needs the other):
+ * {@code WRONG_TYPE}.
  */
-public class WrongTypeException extends IdemException {
+public final class WrongTypeException extends RejectedException {
   private static final long serialVersionUID = 1L;
 
-  /** With a message that says what happened. */
-  public WrongTypeException(String message) {
-    super(message);
+  /** For the client and its tests; applications only catch it. */
+  public WrongTypeException(String message, long sessionId, long requestNumber) {
+    super(message, sessionId, requestNumber);
   }
 }

@@ -3,9 +3,10 @@ package io.idem.verify;
 import io.idem.client.DuplicateLeaseException;
 import io.idem.client.IdemClient;
 import io.idem.client.IdemException;
-import io.idem.client.IdemTimeoutException;
 import io.idem.client.KeyValue;
 import io.idem.client.LeaseNotFoundException;
+import io.idem.client.NotSentException;
+import io.idem.client.OutcomeUnknownException;
 import io.idem.proto.StatusReply;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -379,7 +380,7 @@ public final class Campaign {
 
     /** After a failure: a timeout keeps the session, anything else starts a new life. */
     void after(Throwable failure) {
-      if (!(failure instanceof IdemTimeoutException)) {
+      if (!deadlinePassed(failure)) {
         renew();
       }
     }
@@ -434,7 +435,7 @@ public final class Campaign {
                 (result, e) -> {
                   Throwable cause = e == null ? null : unwrap(e);
                   Op.Outcome o = cause == null ? Op.Outcome.OK : Op.Outcome.INFO;
-                  if (cause != null && !(cause instanceof IdemTimeoutException)) {
+                  if (cause != null && !deadlinePassed(cause)) {
                     broken.set(true);
                   }
                   history.add(
@@ -482,9 +483,7 @@ public final class Campaign {
     }
     return call.handle(
             (v, e) -> {
-              if (e != null
-                  && unwrap(e) instanceof IdemTimeoutException
-                  && System.nanoTime() < end) {
+              if (e != null && deadlinePassed(unwrap(e)) && System.nanoTime() < end) {
                 // Off the client's I/O thread: a new call may wait for a window slot.
                 return CompletableFuture.supplyAsync(() -> 0, resender)
                     .thenCompose(x -> issue(client, appender, key, value));
@@ -494,6 +493,16 @@ public final class Campaign {
                   : CompletableFuture.<Long>failedFuture(unwrap(e));
             })
         .thenCompose(f -> f);
+  }
+
+  /**
+   * Whether {@code failure} is a call's deadline passing (sent or not): the session goes on, and a
+   * call that was sent is still resent by it.
+   */
+  static boolean deadlinePassed(Throwable failure) {
+    return failure instanceof OutcomeUnknownException
+        || (failure instanceof NotSentException n
+            && n.reason() == NotSentException.Reason.DEADLINE);
   }
 
   /**
@@ -524,8 +533,9 @@ public final class Campaign {
           } else {
             long expected = lastVersion.getOrDefault(key, 0L);
             boolean done =
-                client.compareAndSet(
-                    key, expected, Long.toString(v).getBytes(StandardCharsets.UTF_8));
+                client
+                    .compareAndSet(key, expected, Long.toString(v).getBytes(StandardCharsets.UTF_8))
+                    .written();
             record(
                 process,
                 Op.Fn.CAS,

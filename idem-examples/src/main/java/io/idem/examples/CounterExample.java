@@ -1,4 +1,4 @@
-package io.idem.client.example;
+package io.idem.examples;
 
 import io.idem.client.IdemClient;
 import io.idem.client.IdemException;
@@ -6,13 +6,14 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 
 /**
  * A small client program: pipelines {@code count} exactly-once increments of a counter, then reads
  * it back. Kill the leader while it runs and it carries on.
  *
  * <pre>
- * java -jar idem-client/target/idem-client-example.jar 127.0.0.1:7001,127.0.0.1:7011,127.0.0.1:7021 visits 10000
+ * java -jar idem-examples/target/idem-examples.jar 127.0.0.1:7001,127.0.0.1:7011,127.0.0.1:7021 visits 10000
  * </pre>
  */
 public final class CounterExample {
@@ -54,6 +55,9 @@ public final class CounterExample {
       }
     } catch (IdemException | IllegalArgumentException e) {
       System.err.println("error: " + e.getMessage());
+      System.exit(1);
+    } catch (CompletionException e) {
+      System.err.println("error: " + e.getCause().getMessage());
       System.exit(1);
     }
   }

@@ -1,4 +1,4 @@
-package io.idem.client;
+package io.idem.client.internal;
 
 import com.google.protobuf.InvalidProtocolBufferException;
 import io.idem.proto.Operation;
@@ -6,7 +6,6 @@ import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
@@ -32,9 +31,10 @@ import java.util.zip.CRC32C;
  * are replayed up to the first torn or corrupt one (a crash mid-write tears only the tail), and the
  * file is compacted to what is still needed.
  *
- * <p>Not thread-safe; the session engine calls it under its lock.
+ * <p>Not thread-safe: the session driver calls it from one thread at a time (its effect runner),
+ * never under a lock. Every write failure is an {@link IOException}.
  */
-final class IdentityJournal implements AutoCloseable {
+public final class IdentityJournal implements AutoCloseable {
   private static final byte PENDING = 1;
   private static final byte IDENTITY = 2;
   private static final byte SENT = 3;
@@ -43,10 +43,10 @@ final class IdentityJournal implements AutoCloseable {
   private static final long COMPACT_BYTES = 4 << 20;
 
   /** The identity of a registered session. */
-  record Identity(String name, long clientId, long secretHi, long secretLo, long ttlMs) {}
+  public record Identity(String name, long clientId, long secretHi, long secretLo, long ttlMs) {}
 
   /** A registration sent but not yet answered. */
-  record Pending(String name, long nonce, long ttlMs) {}
+  public record Pending(String name, long nonce, long ttlMs) {}
 
   private final Path file;
   private FileChannel channel;
@@ -60,7 +60,7 @@ final class IdentityJournal implements AutoCloseable {
   }
 
   /** Opens (or creates) the journal at {@code file} and replays it. */
-  static IdentityJournal open(Path file) throws IOException {
+  public static IdentityJournal open(Path file) throws IOException {
     IdentityJournal j = new IdentityJournal(file);
     if (Files.exists(file)) {
       j.replay(Files.readAllBytes(file));
@@ -69,28 +69,28 @@ final class IdentityJournal implements AutoCloseable {
     return j;
   }
 
-  Identity identity() {
+  public Identity identity() {
     return identity;
   }
 
-  Pending pending() {
+  public Pending pending() {
     return pending;
   }
 
   /** Requests sent and not answered, by number. */
-  SortedMap<Long, Operation> outstanding() {
+  public SortedMap<Long, Operation> outstanding() {
     return Collections.unmodifiableSortedMap(outstanding);
   }
 
   /** Durably records a registration attempt before it is sent. */
-  void pendingRegistration(String name, long nonce, long ttlMs) {
+  public void pendingRegistration(String name, long nonce, long ttlMs) throws IOException {
     pending = new Pending(name, nonce, ttlMs);
     append(PENDING, pendingBody(pending));
     sync();
   }
 
   /** Durably records a granted session; forgets requests of any earlier session. */
-  void identity(Identity id) {
+  public void identity(Identity id) throws IOException {
     identity = id;
     pending = null;
     outstanding.clear();
@@ -98,7 +98,7 @@ final class IdentityJournal implements AutoCloseable {
   }
 
   /** Forgets the identity: the session is gone. */
-  void forget() {
+  public void forget() throws IOException {
     identity = null;
     pending = null;
     outstanding.clear();
@@ -106,7 +106,7 @@ final class IdentityJournal implements AutoCloseable {
   }
 
   /** Records requests about to be sent; durable when this returns. */
-  void sent(Map<Long, Operation> requests) {
+  public void sent(Map<Long, Operation> requests) throws IOException {
     for (Map.Entry<Long, Operation> r : requests.entrySet()) {
       outstanding.put(r.getKey(), r.getValue());
       append(SENT, sentBody(r.getKey(), r.getValue()));
@@ -115,7 +115,7 @@ final class IdentityJournal implements AutoCloseable {
   }
 
   /** Records an answered request. Made durable with the next {@link #sync()}. */
-  void done(long seq) {
+  public void done(long seq) throws IOException {
     if (outstanding.remove(seq) != null) {
       append(DONE, out -> out.writeLong(seq));
       dirty = true;
@@ -123,20 +123,16 @@ final class IdentityJournal implements AutoCloseable {
   }
 
   /** Forces what was appended to disk; compacts a large file. */
-  void sync() {
-    try {
-      channel.force(false);
-      dirty = false;
-      if (channel.size() > COMPACT_BYTES) {
-        rewrite();
-      }
-    } catch (IOException e) {
-      throw new UncheckedIOException("identity journal " + file + ": " + e.getMessage(), e);
+  public void sync() throws IOException {
+    channel.force(false);
+    dirty = false;
+    if (channel.size() > COMPACT_BYTES) {
+      rewrite();
     }
   }
 
   /** Whether answered requests are recorded but not yet durable. */
-  boolean dirty() {
+  public boolean dirty() {
     return dirty;
   }
 
@@ -154,12 +150,8 @@ final class IdentityJournal implements AutoCloseable {
     void write(DataOutputStream out) throws IOException;
   }
 
-  private void append(byte type, Body body) {
-    try {
-      channel.write(ByteBuffer.wrap(record(type, body)));
-    } catch (IOException e) {
-      throw new UncheckedIOException("identity journal " + file + ": " + e.getMessage(), e);
-    }
+  private void append(byte type, Body body) throws IOException {
+    channel.write(ByteBuffer.wrap(record(type, body)));
   }
 
   private static Body pendingBody(Pending p) {
@@ -203,41 +195,37 @@ final class IdentityJournal implements AutoCloseable {
   }
 
   /** Writes the live records to a new file and renames it over the old one, atomically. */
-  private void rewrite() {
-    try {
-      if (channel != null) {
-        channel.close();
-      }
-      Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
-      ByteArrayOutputStream all = new ByteArrayOutputStream();
-      if (pending != null) {
-        all.write(record(PENDING, pendingBody(pending)));
-      }
-      if (identity != null) {
-        all.write(record(IDENTITY, identityBody(identity)));
-      }
-      for (Map.Entry<Long, Operation> r : outstanding.entrySet()) {
-        all.write(record(SENT, sentBody(r.getKey(), r.getValue())));
-      }
-      Path parent = file.toAbsolutePath().getParent();
-      if (parent != null) {
-        Files.createDirectories(parent);
-      }
-      try (FileChannel c =
-          FileChannel.open(
-              tmp,
-              StandardOpenOption.CREATE,
-              StandardOpenOption.TRUNCATE_EXISTING,
-              StandardOpenOption.WRITE)) {
-        c.write(ByteBuffer.wrap(all.toByteArray()));
-        c.force(true);
-      }
-      Files.move(tmp, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-      channel = FileChannel.open(file, StandardOpenOption.WRITE, StandardOpenOption.APPEND);
-      dirty = false;
-    } catch (IOException e) {
-      throw new UncheckedIOException("identity journal " + file + ": " + e.getMessage(), e);
+  private void rewrite() throws IOException {
+    if (channel != null) {
+      channel.close();
     }
+    Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
+    ByteArrayOutputStream all = new ByteArrayOutputStream();
+    if (pending != null) {
+      all.write(record(PENDING, pendingBody(pending)));
+    }
+    if (identity != null) {
+      all.write(record(IDENTITY, identityBody(identity)));
+    }
+    for (Map.Entry<Long, Operation> r : outstanding.entrySet()) {
+      all.write(record(SENT, sentBody(r.getKey(), r.getValue())));
+    }
+    Path parent = file.toAbsolutePath().getParent();
+    if (parent != null) {
+      Files.createDirectories(parent);
+    }
+    try (FileChannel c =
+        FileChannel.open(
+            tmp,
+            StandardOpenOption.CREATE,
+            StandardOpenOption.TRUNCATE_EXISTING,
+            StandardOpenOption.WRITE)) {
+      c.write(ByteBuffer.wrap(all.toByteArray()));
+      c.force(true);
+    }
+    Files.move(tmp, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+    channel = FileChannel.open(file, StandardOpenOption.WRITE, StandardOpenOption.APPEND);
+    dirty = false;
   }
 
   private void replay(byte[] bytes) throws IOException {

@@ -1,4 +1,4 @@
-package io.idem.client;
+package io.idem.client.internal;
 
 import static org.assertj.core.api.Assertions.assertThat;
 

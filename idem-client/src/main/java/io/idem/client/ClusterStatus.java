@@ -1,0 +1,51 @@
+package io.idem.client;
+
+import java.util.List;
+
+/**
+ * What one server reported about itself and the cluster ({@link IdemClient#status()}).
+ *
+ * @param id the server's id
+ * @param role its Raft role: LEADER, FOLLOWER, CANDIDATE, ...
+ * @param leaderId the leader's id as this server knows it; empty if none
+ * @param leaderAddress the leader's client address; empty if none
+ * @param term the Raft term
+ * @param appliedIndex the last log index this server applied
+ * @param logTimeMs log time: the leaders' clocks as stamped into the log
+ * @param liveSessions sessions in the replicated table
+ * @param duplicatesSuppressed retried requests answered from saved answers, never re-applied
+ * @param keys keys in the store
+ * @param leases live leases
+ * @param members the cluster's members
+ * @param digest a digest of the replicated state at {@code appliedIndex}
+ * @param entriesAppended log entries this server's batcher appended since it started
+ * @param commandsAppended commands in those entries
+ * @param logStartIndex the first index still in this server's log
+ */
+public record ClusterStatus(
+    String id,
+    String role,
+    String leaderId,
+    String leaderAddress,
+    long term,
+    long appliedIndex,
+    long logTimeMs,
+    long liveSessions,
+    long duplicatesSuppressed,
+    long keys,
+    long leases,
+    List<Member> members,
+    String digest,
+    long entriesAppended,
+    long commandsAppended,
+    long logStartIndex) {
+
+  /**
+   * A member of the cluster.
+   *
+   * @param id its id
+   * @param raftAddress where its peers reach it
+   * @param clientAddress where clients reach it
+   */
+  public record Member(String id, String raftAddress, String clientAddress) {}
+}

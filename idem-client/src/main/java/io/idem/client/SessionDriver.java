@@ -1,0 +1,470 @@
+package io.idem.client;
+
+import io.grpc.Status;
+import io.grpc.stub.StreamObserver;
+import io.idem.client.internal.Effect;
+import io.idem.client.internal.IdentityJournal;
+import io.idem.client.internal.SessionMachine;
+import io.idem.proto.ClientFrame;
+import io.idem.proto.IdemGrpc;
+import io.idem.proto.Operation;
+import io.idem.proto.RegisterReply;
+import io.idem.proto.ServerFrame;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.security.SecureRandom;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Runs one {@link SessionMachine} against the world. The lock guards the machine alone and is held
+ * only while it decides: events go in under the lock, and the effects it emits are queued in the
+ * same critical section (so their order is the machine's), then run outside it by one runner at a
+ * time:
+ *
+ * <ul>
+ *   <li>events from gRPC's I/O threads and the timer are never run there: their effects go to the
+ *       transport's worker pool, so that an fsync or a user callback never stalls a connection
+ *       shared with other sessions;
+ *   <li>with an identity journal, every batch of effects runs on the worker pool (journal writes
+ *       and fsyncs never run on the caller's thread); without one, a call's sends run on the
+ *       calling thread if no runner is busy;
+ *   <li>futures are completed on the worker pool, never under the lock and never on an I/O thread.
+ * </ul>
+ */
+final class SessionDriver {
+  private static final Logger LOG = LoggerFactory.getLogger(SessionDriver.class);
+
+  /** How often the machine's timers (deadlines, backoffs, stalls, keep-alives) are checked. */
+  static final long TICK_MS = 50;
+
+  /** How long {@link #close} waits for the last effects (a CloseSession, the journal) to run. */
+  private static final long STOP_WAIT_MS = 2_000;
+
+  private final Object lock = new Object();
+  private final SessionMachine machine;
+  private final ConcurrentLinkedQueue<Effect> effects = new ConcurrentLinkedQueue<>();
+  private final AtomicBoolean running = new AtomicBoolean();
+  private final CountDownLatch stopped = new CountDownLatch(1);
+  private final IdemTransport transport;
+  private final boolean ownsTransport;
+  private final IdentityJournal journal;
+  private final long rpcTimeoutMs;
+  private final long stallNanos;
+  private final ScheduledFuture<?> ticking;
+  private final Runnable transportClosed = () -> apply(SessionMachine::transportClosed, false);
+  private int closeWaiters;
+
+  // The runner's own state: touched by one runner at a time, never under the lock.
+  private int streamId;
+  private StreamObserver<ClientFrame> stream;
+  private boolean journalBroken;
+
+  SessionDriver(IdemClient.Settings settings) {
+    this.ownsTransport = settings.transport() == null;
+    this.transport = ownsTransport ? IdemTransport.create() : settings.transport();
+    this.rpcTimeoutMs = settings.rpcTimeoutMs();
+    this.stallNanos = TimeUnit.MILLISECONDS.toNanos(settings.stallTimeoutMs());
+    SessionMachine.Recovery recovery = SessionMachine.Recovery.NONE;
+    Path file = settings.identityFile();
+    if (file != null) {
+      try {
+        this.journal = IdentityJournal.open(file);
+      } catch (IOException | RuntimeException e) {
+        if (ownsTransport) {
+          transport.close();
+        }
+        throw new IdentityFileException(
+            "cannot open identity file " + file + ": " + e.getMessage(), 0, 0, e);
+      }
+      IdentityJournal.Identity id = journal.identity();
+      recovery =
+          new SessionMachine.Recovery(
+              id == null
+                  ? null
+                  : new SessionMachine.Identity(
+                      id.name(), id.clientId(), id.secretHi(), id.secretLo()),
+              journal.pending() == null ? 0 : journal.pending().nonce(),
+              journal.outstanding());
+    } else {
+      this.journal = null;
+    }
+    SecureRandom random = new SecureRandom();
+    this.machine =
+        new SessionMachine(
+            new SessionMachine.Settings(
+                settings.servers(),
+                settings.window(),
+                settings.sessionTtlMs(),
+                TimeUnit.MILLISECONDS.toNanos(settings.keepAliveMs()),
+                stallNanos,
+                settings.name(),
+                journal != null),
+            random::nextLong,
+            recovery);
+    this.ticking =
+        transport
+            .timer()
+            .scheduleWithFixedDelay(
+                () -> apply(m -> m.tick(now()), true), TICK_MS, TICK_MS, TimeUnit.MILLISECONDS);
+    if (!ownsTransport && !transport.onShutdown(transportClosed)) {
+      apply(SessionMachine::transportClosed, false);
+    }
+    apply(m -> m.start(now()), true);
+  }
+
+  private static long now() {
+    return System.nanoTime();
+  }
+
+  // ---- what the client calls ----
+
+  /** Queues {@code op}; the future completes on the worker pool with the server's frame. */
+  CompletableFuture<ServerFrame> submit(Operation op, long timeoutNanos) {
+    long now = now();
+    SessionMachine.Call c = new SessionMachine.Call(op, now + timeoutNanos);
+    apply(m -> m.submit(c, now), false);
+    return c.future();
+  }
+
+  /** Where reads go now: the leader hint, else the servers in turn. */
+  String address() {
+    synchronized (lock) {
+      return machine.currentAddress();
+    }
+  }
+
+  /** A read was redirected or failed: move on. */
+  void redirect(String hint) {
+    synchronized (lock) {
+      machine.redirect(hint);
+    }
+  }
+
+  IdemTransport transport() {
+    return transport;
+  }
+
+  List<SessionMachine.Call> recovered() {
+    synchronized (lock) {
+      return machine.recovered();
+    }
+  }
+
+  long retries() {
+    synchronized (lock) {
+      return machine.retries();
+    }
+  }
+
+  long duplicates() {
+    synchronized (lock) {
+      return machine.duplicates();
+    }
+  }
+
+  long clientId() {
+    synchronized (lock) {
+      return machine.clientId();
+    }
+  }
+
+  long epoch() {
+    synchronized (lock) {
+      return machine.epoch();
+    }
+  }
+
+  String leaderHint() {
+    synchronized (lock) {
+      return machine.leaderHint();
+    }
+  }
+
+  /**
+   * Closes: with a positive {@code grace}, refuses new calls and waits up to {@code grace} for the
+   * calls already in to be answered; then fails what is left and releases the session.
+   */
+  void close(Duration grace) {
+    if (!grace.isZero() && !grace.isNegative()) {
+      apply(SessionMachine::stopAccepting, false);
+      long end = now() + grace.toNanos();
+      synchronized (lock) {
+        closeWaiters++;
+        try {
+          while (!machine.quiet() && machine.state() != SessionMachine.State.CLOSED) {
+            long left = end - now();
+            if (left <= 0) {
+              break;
+            }
+            lock.wait(Math.max(1, TimeUnit.NANOSECONDS.toMillis(left)));
+          }
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        } finally {
+          closeWaiters--;
+        }
+      }
+    }
+    apply(m -> m.close(now()), false);
+    try {
+      if (!stopped.await(STOP_WAIT_MS, TimeUnit.MILLISECONDS)) {
+        LOG.warn("session {} did not stop within {} ms", clientId(), STOP_WAIT_MS);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    if (ownsTransport) {
+      transport.close(); // waits a moment for frames already written (a Close) to leave
+    }
+  }
+
+  // ---- events in, effects out ----
+
+  /**
+   * Runs {@code event} on the machine under the lock and queues its effects in the same critical
+   * section, then runs them outside it: on the worker pool if {@code offload} (an I/O or timer
+   * thread) or if there is a journal, else here unless another runner is busy.
+   */
+  private void apply(Consumer<SessionMachine> event, boolean offload) {
+    synchronized (lock) {
+      event.accept(machine);
+      List<Effect> out = machine.takeEffects();
+      if (closeWaiters > 0) {
+        lock.notifyAll();
+      }
+      if (out.isEmpty()) {
+        return;
+      }
+      effects.addAll(out);
+    }
+    if (!running.compareAndSet(false, true)) {
+      return; // the busy runner takes them, in order
+    }
+    if (offload || journal != null) {
+      try {
+        transport.workers().execute(this::drain);
+        return;
+      } catch (RejectedExecutionException e) {
+        // the transport is shutting down: run them here
+      }
+    }
+    drain();
+  }
+
+  private void drain() {
+    List<Runnable> completions = new ArrayList<>();
+    while (true) {
+      Effect e;
+      while ((e = effects.poll()) != null) {
+        try {
+          run(e, completions);
+        } catch (RuntimeException ex) {
+          LOG.warn("session effect {} failed", e.getClass().getSimpleName(), ex);
+        }
+      }
+      if (!completions.isEmpty()) {
+        complete(List.copyOf(completions));
+        completions.clear();
+      }
+      running.set(false);
+      if (effects.isEmpty() || !running.compareAndSet(false, true)) {
+        return;
+      }
+    }
+  }
+
+  private void complete(List<Runnable> batch) {
+    Runnable all = () -> batch.forEach(Runnable::run);
+    try {
+      transport.workers().execute(all);
+    } catch (RejectedExecutionException e) {
+      all.run(); // the transport is shut down: complete them here rather than never
+    }
+  }
+
+  private void run(Effect effect, List<Runnable> completions) {
+    if (effect instanceof Effect.Complete c) {
+      completions.add(() -> c.call().future().complete(c.frame()));
+    } else if (effect instanceof Effect.Fail f) {
+      completions.add(() -> f.call().future().completeExceptionally(f.error()));
+    } else if (effect instanceof Effect.Send s) {
+      send(s);
+    } else if (effect instanceof Effect.Register r) {
+      register(r);
+    } else if (effect instanceof Effect.OpenStream o) {
+      openStream(o);
+    } else if (effect instanceof Effect.EndStream e) {
+      endStream(e.stream(), e.cancel());
+    } else if (effect instanceof Effect.ReplaceConnection r) {
+      transport.replaceIfSilent(r.address(), stallNanos);
+    } else if (effect instanceof Effect.Stop) {
+      stop();
+    } else {
+      journal(effect);
+    }
+  }
+
+  private void register(Effect.Register r) {
+    if (journalBroken) {
+      return;
+    }
+    IdemTransport.Connection c = connection(r.address());
+    if (c == null) {
+      return;
+    }
+    long nonce = r.nonce();
+    IdemGrpc.newStub(c.channel)
+        .withDeadlineAfter(rpcTimeoutMs, TimeUnit.MILLISECONDS)
+        .register(
+            r.request(),
+            new StreamObserver<>() {
+              @Override
+              public void onNext(RegisterReply reply) {
+                apply(m -> m.registerReplied(nonce, reply, now()), true);
+              }
+
+              @Override
+              public void onError(Throwable t) {
+                LOG.debug("register via {} failed: {}", r.address(), t.toString());
+                apply(m -> m.registerFailed(nonce, now()), true);
+              }
+
+              @Override
+              public void onCompleted() {}
+            });
+  }
+
+  private void openStream(Effect.OpenStream o) {
+    endStream(streamId, true);
+    if (journalBroken) {
+      return;
+    }
+    IdemTransport.Connection c = connection(o.address());
+    if (c == null) {
+      return;
+    }
+    int id = o.stream();
+    StreamObserver<ClientFrame> s =
+        IdemGrpc.newStub(c.channel)
+            .session(
+                new StreamObserver<>() {
+                  @Override
+                  public void onNext(ServerFrame f) {
+                    apply(m -> m.frame(id, f, now()), true);
+                  }
+
+                  @Override
+                  public void onError(Throwable t) {
+                    LOG.debug("stream to {} failed: {}", o.address(), t.toString());
+                    apply(m -> m.streamEnded(id, now()), true);
+                  }
+
+                  @Override
+                  public void onCompleted() {
+                    apply(m -> m.streamEnded(id, now()), true);
+                  }
+                });
+    streamId = id;
+    stream = s;
+    send(new Effect.Send(id, ClientFrame.newBuilder().setHello(o.hello()).build()));
+  }
+
+  private void send(Effect.Send s) {
+    if (s.stream() != streamId || stream == null || journalBroken) {
+      return;
+    }
+    try {
+      stream.onNext(s.frame());
+    } catch (RuntimeException e) {
+      LOG.debug("write on stream {} failed: {}", s.stream(), e.toString());
+      stream = null;
+      int id = s.stream();
+      apply(m -> m.streamEnded(id, now()), true);
+    }
+  }
+
+  private void endStream(int id, boolean cancel) {
+    if (id != streamId || stream == null) {
+      return;
+    }
+    StreamObserver<ClientFrame> s = stream;
+    stream = null;
+    try {
+      if (cancel) {
+        s.onError(Status.CANCELLED.withDescription("stream replaced").asRuntimeException());
+      } else {
+        s.onCompleted();
+      }
+    } catch (RuntimeException e) {
+      LOG.debug("ending stream {}: {}", id, e.toString());
+    }
+  }
+
+  private IdemTransport.Connection connection(String address) {
+    try {
+      return transport.connection(address);
+    } catch (IllegalStateException e) {
+      apply(SessionMachine::transportClosed, true);
+      return null;
+    }
+  }
+
+  private void journal(Effect effect) {
+    if (journalBroken) {
+      return;
+    }
+    try {
+      if (effect instanceof Effect.JournalSent s) {
+        journal.sent(s.requests());
+      } else if (effect instanceof Effect.JournalDone d) {
+        journal.done(d.seq());
+      } else if (effect instanceof Effect.JournalSync) {
+        journal.sync();
+      } else if (effect instanceof Effect.JournalPending p) {
+        journal.pendingRegistration(p.name(), p.nonce(), p.ttlMs());
+      } else if (effect instanceof Effect.JournalIdentity i) {
+        journal.identity(
+            new IdentityJournal.Identity(
+                i.name(), i.clientId(), i.secretHi(), i.secretLo(), i.ttlMs()));
+      } else if (effect instanceof Effect.JournalForget) {
+        journal.forget();
+      } else {
+        throw new IllegalStateException("unknown effect " + effect);
+      }
+    } catch (IOException e) {
+      // Nothing more may leave: a request not journaled would be lost by a restart. The machine
+      // closes the client; its effects (failing the calls) come through this runner.
+      journalBroken = true;
+      LOG.error("identity journal failed; closing the client", e);
+      apply(m -> m.journalFailed(e), true);
+    }
+  }
+
+  private void stop() {
+    ticking.cancel(false);
+    transport.removeOnShutdown(transportClosed);
+    if (journal != null) {
+      try {
+        journal.close();
+      } catch (IOException e) {
+        LOG.warn("closing the identity journal: {}", e.toString());
+      }
+    }
+    if (ownsTransport) {
+      transport.shutdown();
+    }
+    stopped.countDown();
+  }
+}

@@ -1,0 +1,17 @@
+package io.idem.client;
+
+/** The server refused the session's secret. The client is closed. */
+public final class UnauthenticatedException extends SessionLostException {
+  private static final long serialVersionUID = 1L;
+
+  /** For the client and its tests; applications only catch it. */
+  public UnauthenticatedException(
+      String message, long sessionId, long requestNumber, Throwable cause) {
+    super(message, sessionId, requestNumber, "", cause);
+  }
+
+  @Override
+  public boolean isFatal() {
+    return true;
+  }
+}
