@@ -46,6 +46,12 @@ public final class Eventually {
 
   /** Waits until {@code condition} holds. */
   public static void until(String what, Duration timeout, Supplier<Boolean> condition) {
-    get(what, timeout, () -> condition.get() ? Boolean.TRUE : null);
+    until(what, timeout, condition, () -> "");
+  }
+
+  /** As {@link #until(String, Duration, Supplier)}, with a description of the last state. */
+  public static void until(
+      String what, Duration timeout, Supplier<Boolean> condition, Supplier<String> state) {
+    get(what, timeout, () -> condition.get() ? Boolean.TRUE : null, state);
   }
 }

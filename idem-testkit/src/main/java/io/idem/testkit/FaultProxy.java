@@ -16,21 +16,49 @@ import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * A TCP proxy on a loopback port in front of a node's client port, that can lose responses, delay
- * them, and reset connections. Responses are what flows from the node back to the client.
+ * them, reset connections, and silence connections while leaving them open. Requests are what flows
+ * from the client to the node, responses what flows back.
  *
  * <p>"Lose the response after forwarding the request" is {@link #blackholeResponses()} (requests
  * still reach the node, answers are swallowed) followed by {@link #resetConnections()}: the client
  * sees its connection die without an answer, exactly as when a response is lost in the network.
+ *
+ * <p>"A NAT or firewall dropped its state for a flow" is {@link #silenceOpenConnections()} (or one
+ * of its one-way forms): the connections open at that moment stop forwarding, but neither end is
+ * told. No FIN, no RST: each end's socket stays open, its writes succeed and go nowhere, and it
+ * receives nothing more. Connections opened afterwards work normally, as a NAT opens new state for
+ * a new flow. Only a client that gives up on the silent connection and opens another recovers.
+ *
+ * <p>Thread-safe: faults may be switched on and off from any thread while connections run.
  */
 public final class FaultProxy implements AutoCloseable {
   private final ServerSocket listener;
   private final InetSocketAddress target;
-  private final List<Socket> sockets = new CopyOnWriteArrayList<>();
+  private final List<Connection> connections = new CopyOnWriteArrayList<>();
   private final Thread acceptor;
   private final AtomicLong swallowedBytes = new AtomicLong();
+  private final AtomicLong silencedBytes = new AtomicLong();
+  private final AtomicLong acceptedConnections = new AtomicLong();
   private volatile boolean blackhole;
   private volatile long delayMs;
   private volatile boolean closed;
+
+  /** One proxied connection: the client's socket and the proxy's socket to the node. */
+  private static final class Connection {
+    final Socket client;
+    final Socket upstream;
+    volatile boolean requestsSilenced;
+    volatile boolean responsesSilenced;
+
+    Connection(Socket client, Socket upstream) {
+      this.client = client;
+      this.upstream = upstream;
+    }
+
+    boolean silenced(boolean isResponse) {
+      return isResponse ? responsesSilenced : requestsSilenced;
+    }
+  }
 
   private FaultProxy(String targetHostPort) throws IOException {
     int colon = targetHostPort.lastIndexOf(':');
@@ -73,40 +101,94 @@ public final class FaultProxy implements AutoCloseable {
     delayMs = d.toMillis();
   }
 
-  /** How many response bytes were swallowed so far. */
+  /** How many response bytes were swallowed so far by {@link #blackholeResponses()}. */
   public long swallowedBytes() {
     return swallowedBytes.get();
   }
 
-  /** Resets every open connection (RST): clients see a broken connection. */
-  public void resetConnections() {
-    for (Socket s : sockets) {
-      try {
-        s.setSoLinger(true, 0);
-        s.close();
-      } catch (IOException ignored) {
-        // already gone
-      }
+  /**
+   * The connections open now go silent in both directions and stay open: whatever either end sends
+   * is read and dropped, including an end of stream, as when a NAT or a firewall between them
+   * dropped its state for the flow. Connections opened afterwards work normally. The silence lasts
+   * until the connection ends (one end resets it, or {@link #resetConnections()} or {@link
+   * #close()}).
+   */
+  public void silenceOpenConnections() {
+    for (Connection c : connections) {
+      c.requestsSilenced = true;
+      c.responsesSilenced = true;
     }
-    sockets.clear();
+  }
+
+  /**
+   * As {@link #silenceOpenConnections()}, in one direction only: on the connections open now,
+   * requests (client to node) are dropped, while responses still flow.
+   */
+  public void silenceRequestsOnOpenConnections() {
+    for (Connection c : connections) {
+      c.requestsSilenced = true;
+    }
+  }
+
+  /**
+   * As {@link #silenceOpenConnections()}, in one direction only: on the connections open now,
+   * responses (node to client) are dropped, while requests still reach the node.
+   */
+  public void silenceResponsesOnOpenConnections() {
+    for (Connection c : connections) {
+      c.responsesSilenced = true;
+    }
+  }
+
+  /** How many bytes (either direction) silenced connections have dropped so far. */
+  public long silencedBytes() {
+    return silencedBytes.get();
+  }
+
+  /**
+   * How many client connections the proxy has accepted since it started (those it could not connect
+   * to the node included): a client that opens a new connection makes this grow.
+   */
+  public long acceptedConnections() {
+    return acceptedConnections.get();
+  }
+
+  /**
+   * Resets every open connection (RST), silenced ones included: clients see a broken connection.
+   */
+  public void resetConnections() {
+    for (Connection c : connections) {
+      reset(c.client);
+      reset(c.upstream);
+    }
+    connections.clear();
+  }
+
+  private static void reset(Socket s) {
+    try {
+      s.setSoLinger(true, 0);
+      s.close();
+    } catch (IOException ignored) {
+      // already gone
+    }
   }
 
   private void acceptLoop() {
     while (!closed) {
       try {
         Socket client = listener.accept();
+        acceptedConnections.incrementAndGet();
         Socket upstream = new Socket();
         try {
           upstream.connect(target, 2_000);
         } catch (IOException e) {
-          client.setSoLinger(true, 0);
-          client.close();
+          reset(client);
           continue;
         }
-        sockets.add(client);
-        sockets.add(upstream);
-        pump(client, upstream, false);
-        pump(upstream, client, true);
+        Connection c = new Connection(client, upstream);
+        connections.add(c);
+        pump(c, false);
+        pump(c, true);
       } catch (IOException e) {
         if (!closed) {
           continue;
@@ -116,17 +198,24 @@ public final class FaultProxy implements AutoCloseable {
     }
   }
 
-  private void pump(Socket from, Socket to, boolean isResponse) {
+  private void pump(Connection c, boolean isResponse) {
+    Socket from = isResponse ? c.upstream : c.client;
+    Socket to = isResponse ? c.client : c.upstream;
     Thread t =
         new Thread(
             () -> {
               byte[] buf = new byte[16 * 1024];
-              try (InputStream in = from.getInputStream();
-                  OutputStream out = to.getOutputStream()) {
+              try {
+                InputStream in = from.getInputStream();
+                OutputStream out = to.getOutputStream();
                 for (int n; (n = in.read(buf)) >= 0; ) {
                   long d = delayMs;
                   if (d > 0) {
                     Thread.sleep(d);
+                  }
+                  if (c.silenced(isResponse)) {
+                    silencedBytes.addAndGet(n);
+                    continue;
                   }
                   if (isResponse && blackhole) {
                     swallowedBytes.addAndGet(n);
@@ -140,8 +229,7 @@ public final class FaultProxy implements AutoCloseable {
               } catch (IOException | InterruptedException e) {
                 // the connection is over
               } finally {
-                closeQuietly(from);
-                closeQuietly(to);
+                finish(c, from, to, isResponse);
               }
             },
             "fault-proxy-pump");
@@ -149,8 +237,21 @@ public final class FaultProxy implements AutoCloseable {
     t.start();
   }
 
-  private void closeQuietly(Socket s) {
-    sockets.remove(s);
+  /**
+   * A pump ended: its source closed or failed. Normally the end is passed on by closing the other
+   * side too. In a silenced direction it is dropped like the data: the other end is not told.
+   */
+  private void finish(Connection c, Socket from, Socket to, boolean isResponse) {
+    closeQuietly(from);
+    if (!c.silenced(isResponse)) {
+      closeQuietly(to);
+    }
+    if (c.client.isClosed() && c.upstream.isClosed()) {
+      connections.remove(c);
+    }
+  }
+
+  private static void closeQuietly(Socket s) {
     try {
       s.close();
     } catch (IOException ignored) {

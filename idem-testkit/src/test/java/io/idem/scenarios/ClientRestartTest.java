@@ -6,6 +6,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.idem.client.FencedException;
 import io.idem.client.IdemClient;
 import io.idem.client.KeyValue;
+import io.idem.testkit.Eventually;
+import io.idem.testkit.FaultProxy;
 import io.idem.testkit.LocalCluster;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -24,85 +26,122 @@ import org.junit.jupiter.api.io.TempDir;
  * A client process restarts from its identity file in the middle of a stream of appends: the new
  * instance resumes the session and resends what was in flight, every append lands exactly once, and
  * the old instance, still running, is fenced.
+ *
+ * <p>The old instance talks to the leader through a {@link FaultProxy} that swallows its answers
+ * before the "crash": its last appends are applied but unanswered, so they are certainly in flight
+ * when the process dies, and the restarted instance must recover them (a restart with nothing in
+ * flight would pass vacuously).
  */
 @Timeout(180)
 class ClientRestartTest {
+  /** How many appends the old instance has in flight, applied but unanswered, when it dies. */
+  private static final int IN_FLIGHT = 64;
+
   @TempDir Path dir;
 
   private static byte[] v(int i) {
     return ("v" + i).getBytes(StandardCharsets.UTF_8);
   }
 
-  private static IdemClient.Builder client(LocalCluster cluster, Path identity) {
+  private static IdemClient.Builder client(List<String> servers, Path identity) {
     return IdemClient.builder()
-        .servers(cluster.clientAddresses())
-        .window(64)
+        .servers(servers)
+        .window(IN_FLIGHT)
         .sessionTtl(Duration.ofSeconds(60))
+        // The old instance's calls must still be in flight, not failed, when its image is taken.
+        .requestTimeout(Duration.ofSeconds(120))
         // No keep-alive from the old instance after the crash image: a dead process acks nothing.
         .keepAliveInterval(Duration.ofSeconds(50))
         .identity(identity, "worker-1");
   }
 
+  private static int listSize(IdemClient reader) {
+    return reader.get("list").map(kv -> kv.elements().size()).orElse(0);
+  }
+
+  /**
+   * Issues appends {@code from} (inclusive) to {@code to} (exclusive) with the proxy swallowing
+   * their answers, and waits until the leader has applied them all: they are in flight, applied but
+   * unanswered, as when the answers are lost just before the process dies.
+   */
+  private static List<CompletableFuture<Long>> appendUnanswered(
+      IdemClient old, FaultProxy proxy, IdemClient reader, int from, int to) {
+    proxy.blackholeResponses();
+    List<CompletableFuture<Long>> calls = new ArrayList<>();
+    for (int i = from; i < to; i++) {
+      calls.add(old.appendAsync("list", v(i)));
+    }
+    Eventually.until(
+        "appends " + from + ".." + (to - 1) + " applied",
+        Duration.ofSeconds(30),
+        () -> listSize(reader) == to,
+        () -> "list size " + listSize(reader));
+    assertThat(calls).as("answered calls of the old instance").noneMatch(CompletableFuture::isDone);
+    return calls;
+  }
+
   @Test
   void restartedClientResumesAndEveryAppendLandsOnce() throws Exception {
     try (LocalCluster cluster = LocalCluster.start(3, dir.resolve("cluster"))) {
-      cluster.waitForLeader(Duration.ofSeconds(30));
+      int leader = cluster.waitForLeader(Duration.ofSeconds(30));
       Path identity = dir.resolve("worker-1.id");
-      IdemClient old = client(cluster, identity).build();
-      List<CompletableFuture<Long>> first = new ArrayList<>();
-      for (int i = 0; i < 336; i++) {
-        first.add(old.appendAsync("list", v(i)));
-      }
-      for (CompletableFuture<Long> f : first) {
-        f.get();
-      }
-      // The last window's worth is in flight when the process dies; nothing waits behind it, so
-      // the old instance sends nothing more (a dead process acknowledges nothing).
-      for (int i = 336; i < 400; i++) {
-        first.add(old.appendAsync("list", v(i)));
-      }
-      // The process dies here: what survives is its identity file as it is now.
-      Path image = dir.resolve("worker-1.after-crash.id");
-      Files.copy(identity, image);
-
-      try (IdemClient restarted = client(cluster, image).build()) {
-        List<IdemClient.RecoveredCall> recovered = restarted.recovered();
-        List<CompletableFuture<Long>> second = new ArrayList<>();
-        for (int i = 400; i < 1_000; i++) {
-          second.add(restarted.appendAsync("list", v(i)));
+      try (FaultProxy proxy = FaultProxy.start(cluster.clientAddress(leader));
+          IdemClient reader = IdemClient.builder().servers(cluster.clientAddresses()).build()) {
+        IdemClient old = client(List.of(proxy.address()), identity).build();
+        List<CompletableFuture<Long>> first = new ArrayList<>();
+        for (int i = 0; i < 336; i++) {
+          first.add(old.appendAsync("list", v(i)));
         }
-        for (IdemClient.RecoveredCall r : recovered) {
-          // What the old instance sent, as it sent it: the caller can tell its calls apart.
-          assertThat(r.description()).isEqualTo("append");
-          assertThat(r.key()).isEqualTo("list");
-          assertThat(new String(r.value(), StandardCharsets.UTF_8))
-              .matches("v(33[6-9]|3[4-9][0-9])");
-          r.result().get();
-        }
-        for (CompletableFuture<Long> f : second) {
+        for (CompletableFuture<Long> f : first) {
           f.get();
         }
-        assertThat(restarted.epoch()).isEqualTo(1);
+        // The last window's worth is in flight when the process dies; nothing waits behind it, so
+        // the old instance sends nothing new (a dead process acknowledges nothing).
+        appendUnanswered(old, proxy, reader, 336, 336 + IN_FLIGHT);
+        // The process dies here: what survives is its identity file as it is now.
+        Path image = dir.resolve("worker-1.after-crash.id");
+        Files.copy(identity, image);
 
-        // The old instance is still running: its next write is fenced.
-        assertThatThrownBy(() -> old.append("list", "zombie".getBytes(StandardCharsets.UTF_8)))
-            .isInstanceOf(FencedException.class);
+        try (IdemClient restarted = client(cluster.clientAddresses(), image).build()) {
+          List<IdemClient.RecoveredCall> recovered = restarted.recovered();
+          assertThat(recovered).as("calls recovered from the identity file").hasSize(IN_FLIGHT);
+          List<CompletableFuture<Long>> second = new ArrayList<>();
+          for (int i = 336 + IN_FLIGHT; i < 1_000; i++) {
+            second.add(restarted.appendAsync("list", v(i)));
+          }
+          for (IdemClient.RecoveredCall r : recovered) {
+            // What the old instance sent, as it sent it: the caller can tell its calls apart.
+            assertThat(r.description()).isEqualTo("append");
+            assertThat(r.key()).isEqualTo("list");
+            assertThat(new String(r.value(), StandardCharsets.UTF_8))
+                .matches("v(33[6-9]|3[4-9][0-9])");
+            r.result().get();
+          }
+          for (CompletableFuture<Long> f : second) {
+            f.get();
+          }
+          assertThat(restarted.epoch()).isEqualTo(1);
+          // The recovered calls had been applied: their resends were answered as duplicates.
+          assertThat(restarted.duplicatesSeen()).isGreaterThanOrEqualTo(IN_FLIGHT);
 
-        KeyValue list = restarted.get("list").orElseThrow();
-        Map<String, Integer> counts = new HashMap<>();
-        for (byte[] e : list.elements()) {
-          counts.merge(new String(e, StandardCharsets.UTF_8), 1, Integer::sum);
+          // The old instance is still running: once answers reach it again, its next write is
+          // fenced.
+          proxy.passResponses();
+          assertThatThrownBy(() -> old.append("list", "zombie".getBytes(StandardCharsets.UTF_8)))
+              .isInstanceOf(FencedException.class);
+
+          KeyValue list = restarted.get("list").orElseThrow();
+          Map<String, Integer> counts = new HashMap<>();
+          for (byte[] e : list.elements()) {
+            counts.merge(new String(e, StandardCharsets.UTF_8), 1, Integer::sum);
+          }
+          for (int i = 0; i < 1_000; i++) {
+            assertThat(counts.getOrDefault("v" + i, 0)).as("v%d", i).isEqualTo(1);
+          }
+          assertThat(list.elements()).hasSize(1_000);
+        } finally {
+          old.close();
         }
-        for (int i = 0; i < 1_000; i++) {
-          assertThat(counts.getOrDefault("v" + i, 0)).as("v%d", i).isEqualTo(1);
-        }
-        assertThat(list.elements()).hasSize(1_000);
-        System.out.println(
-            "ClientRestartTest: "
-                + recovered.size()
-                + " requests recovered from the identity file");
-      } finally {
-        old.close();
       }
       cluster.awaitEqualDigests(Duration.ofSeconds(30));
     }
@@ -115,33 +154,34 @@ class ClientRestartTest {
   @Test
   void recoveredCallsAreResentWithoutANewCall() throws Exception {
     try (LocalCluster cluster = LocalCluster.start(3, dir.resolve("cluster"))) {
-      cluster.waitForLeader(Duration.ofSeconds(30));
+      int leader = cluster.waitForLeader(Duration.ofSeconds(30));
       Path identity = dir.resolve("worker-2.id");
-      try (IdemClient old = client(cluster, identity).build()) {
+      try (FaultProxy proxy = FaultProxy.start(cluster.clientAddress(leader));
+          IdemClient reader = IdemClient.builder().servers(cluster.clientAddresses()).build();
+          IdemClient old = client(List.of(proxy.address()), identity).build()) {
         old.append("list", v(0)); // registered
-        List<CompletableFuture<Long>> inFlight = new ArrayList<>();
-        for (int i = 1; i <= 64; i++) {
-          inFlight.add(old.appendAsync("list", v(i)));
-        }
+        appendUnanswered(old, proxy, reader, 1, 1 + IN_FLIGHT);
         Path image = dir.resolve("worker-2.after-crash.id");
         Files.copy(identity, image);
-        try (IdemClient restarted = client(cluster, image).build()) {
+        try (IdemClient restarted = client(cluster.clientAddresses(), image).build()) {
           List<IdemClient.RecoveredCall> recovered = restarted.recovered();
-          assertThat(recovered).isNotEmpty();
+          assertThat(recovered).hasSize(IN_FLIGHT);
           for (IdemClient.RecoveredCall r : recovered) {
             assertThat(r.result()).succeedsWithin(Duration.ofSeconds(30));
           }
           assertThat(restarted.epoch()).isEqualTo(1);
           Map<String, Integer> counts = new HashMap<>();
-          for (byte[] e : restarted.get("list").orElseThrow().elements()) {
+          List<byte[]> elements = restarted.get("list").orElseThrow().elements();
+          for (byte[] e : elements) {
             counts.merge(new String(e, StandardCharsets.UTF_8), 1, Integer::sum);
           }
-          assertThat(counts.values()).allMatch(n -> n == 1);
-          for (IdemClient.RecoveredCall r : recovered) {
-            assertThat(counts).containsKey(new String(r.value(), StandardCharsets.UTF_8));
+          assertThat(elements).hasSize(1 + IN_FLIGHT);
+          for (int i = 0; i <= IN_FLIGHT; i++) {
+            assertThat(counts.getOrDefault("v" + i, 0)).as("v%d", i).isEqualTo(1);
           }
         }
       }
+      cluster.awaitEqualDigests(Duration.ofSeconds(30));
     }
   }
 }

@@ -3,6 +3,7 @@ package io.idem.scenarios;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.idem.client.IdemClient;
+import io.idem.testkit.Eventually;
 import io.idem.testkit.FaultProxy;
 import io.idem.testkit.LocalCluster;
 import java.nio.charset.StandardCharsets;
@@ -52,8 +53,13 @@ class FifoOrderTest {
             case 350 -> proxy.delay(Duration.ZERO);
             default -> {}
           }
-          if (i % 50 == 0) {
-            Thread.sleep(5); // let the stream make progress between faults
+          // Faults hit a stream that makes progress: every 50 calls, wait until the client is at
+          // most 50 calls ahead of its answers (a full window is 64). Not while answers are
+          // swallowed (calls 200 to 229 of every 400): no progress is possible then.
+          if (i % 50 == 0 && i % 400 != 200) {
+            CompletableFuture<Long> behind = calls.get(Math.max(0, i - 50));
+            Eventually.until(
+                "call " + (i - 50) + " answered", Duration.ofSeconds(60), behind::isDone);
           }
         }
         for (int i = 0; i < n; i++) {
