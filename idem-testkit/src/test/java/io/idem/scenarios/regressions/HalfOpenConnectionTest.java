@@ -12,7 +12,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Consumer;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -29,7 +28,6 @@ import org.junit.jupiter.api.io.TempDir;
  * must give up on the silent connection, open a new one through the same proxy, and resend: every
  * call completes, and each increment is applied once.
  */
-@Disabled("fails until the client replaces stalled connections: issue 11")
 @Timeout(90)
 class HalfOpenConnectionTest {
   /** Increments issued in all; half before the silence, half after it. */
