@@ -3,6 +3,7 @@ package io.idem.scenarios;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.idem.client.AppendResult;
 import io.idem.client.FencedException;
 import io.idem.client.IdemClient;
 import io.idem.client.KeyValue;
@@ -116,7 +117,10 @@ class ClientRestartTest {
             assertThat(r.key()).isEqualTo("list");
             assertThat(new String(r.value(), StandardCharsets.UTF_8))
                 .matches("v(33[6-9]|3[4-9][0-9])");
-            r.result().get();
+            // Its typed result: an append's, the resend answered from the saved answer.
+            assertThat(r.result().get())
+                .isInstanceOfSatisfying(
+                    AppendResult.class, a -> assertThat(a.duplicate()).isTrue());
           }
           for (CompletableFuture<Long> f : second) {
             f.get();
