@@ -11,7 +11,7 @@ import java.util.concurrent.TimeUnit;
  * keepAlive} does. Built by {@link IdemClient#keepLeaseAlive}. A renewal that fails for a reason
  * that may pass (its outcome unknown, no server within its deadline) is retried at the next
  * interval; the lease is lost when the server says so ({@link LeaseNotFoundException}: it expired
- * or another session holds it) or the session that holds it is gone. Closing stops renewing; it
+ * or another session holds it), the session that holds it is gone, or the client is closed. Closing stops renewing; it
  * does not revoke the lease. Thread-safe.
  */
 public final class LeaseKeepAlive implements AutoCloseable {
@@ -65,8 +65,12 @@ public final class LeaseKeepAlive implements AutoCloseable {
                 listener.onRenewed(expiry);
               } else {
                 Throwable t = IdemClient.unwrap(error);
+                boolean clientClosed =
+                    t instanceof NotSentException n
+                        && n.reason() == NotSentException.Reason.CLIENT_CLOSED;
                 if (t instanceof LeaseNotFoundException
                     || t instanceof SessionLostException
+                    || clientClosed
                     || !(t instanceof IdemException)) {
                   end(t instanceof IdemException e ? e : IdemClient.unexpected(t));
                   return;
