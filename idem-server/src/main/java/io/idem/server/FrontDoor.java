@@ -7,6 +7,9 @@ import io.idem.proto.CloseCmd;
 import io.idem.proto.Code;
 import io.idem.proto.Command;
 import io.idem.proto.CommandResult;
+import io.idem.proto.ConfigureCmd;
+import io.idem.proto.ConfigureReply;
+import io.idem.proto.ConfigureRequest;
 import io.idem.proto.GetReply;
 import io.idem.proto.GetRequest;
 import io.idem.proto.Hello;
@@ -106,6 +109,35 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
   @Override
   public void status(StatusRequest req, StreamObserver<StatusReply> reply) {
     answer(reply, status.get());
+  }
+
+  /**
+   * A configuration change goes through the log like any command, so every replica applies it at
+   * the same position; the state machine validates it there (an out-of-range value is an {@code
+   * INVALID_ARGUMENT} answer that changes nothing).
+   */
+  @Override
+  public void configure(ConfigureRequest req, StreamObserver<ConfigureReply> reply) {
+    if (!log.isLeader()) {
+      answer(
+          reply, configureFailure(new ReplicatedLog.NotLeaderException(log.leaderClientAddress())));
+      return;
+    }
+    ConfigureCmd cmd =
+        ConfigureCmd.newBuilder().setLimits(req.getLimits()).setSessions(req.getSessions()).build();
+    batcher
+        .submit(Command.newBuilder().setConfigure(cmd).build())
+        .whenComplete(
+            (result, error) ->
+                answer(reply, error == null ? result.getConfigured() : configureFailure(error)));
+  }
+
+  private ConfigureReply configureFailure(Throwable error) {
+    return ConfigureReply.newBuilder()
+        .setCode(failureCode(error))
+        .setMessage(failureMessage(error))
+        .setLeaderHint(log.leaderClientAddress())
+        .build();
   }
 
   /** One session's stream: a Hello, then requests and keep-alives. */

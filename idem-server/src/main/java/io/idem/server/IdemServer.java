@@ -29,7 +29,7 @@ public final class IdemServer implements AutoCloseable {
 
   private IdemServer(ServerConfig config) throws IOException {
     this.config = config;
-    this.stateMachine = new IdemStateMachine(config.sessions(), config.limits());
+    this.stateMachine = new IdemStateMachine(ReplicatedConfig.of(config));
     this.raft = new RaftNode(config, stateMachine);
     this.batcher =
         new Batcher(
@@ -41,6 +41,7 @@ public final class IdemServer implements AutoCloseable {
                 config.maxQueuedCommands(),
                 config.tickIntervalMs()),
             System::currentTimeMillis,
+            stateMachine::bootstrapCommand,
             "idem-batcher-" + config.id());
     FrontDoor door = new FrontDoor(raft, batcher, stateMachine, this::status);
     String client = config.clientListenAddress();
@@ -54,8 +55,11 @@ public final class IdemServer implements AutoCloseable {
               // Handlers run on the I/O threads: they only queue commands or read the state
               // briefly, and the hop to an executor per message cost a sixth of the leader's CPU.
               .directExecutor()
+              // Sized for the largest limits the replicated configuration may set, not for the
+              // ones in force: those change through the log, and the state machine answers a
+              // request over them with INVALID_ARGUMENT.
               .maxInboundMessageSize(
-                  config.limits().maxValueBytes() + config.limits().maxKeyBytes() + (64 << 10))
+                  Limits.MAX_VALUE_BYTES_LIMIT + Limits.MAX_KEY_BYTES_LIMIT + (64 << 10))
               .build()
               .start();
     } catch (IOException e) {
@@ -140,7 +144,10 @@ public final class IdemServer implements AutoCloseable {
                 .setDuplicatesSuppressed(s.duplicatesSuppressed)
                 .setKeys(s.kv.size())
                 .setLeases(s.leases.size())
-                .setLogTimeMs(s.clock));
+                .setLogTimeMs(s.clock)
+                .setLimits(s.config().limitsProto())
+                .setSessions(s.config().boundsProto())
+                .setConfigRevision(s.configRevision));
     b.setLogStartIndex(logStartIndex());
     try {
       DivisionInfo info = raft.division();

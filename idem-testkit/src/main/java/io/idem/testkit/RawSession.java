@@ -5,6 +5,8 @@ import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.stub.StreamObserver;
 import io.idem.proto.ClientFrame;
 import io.idem.proto.Code;
+import io.idem.proto.ConfigureReply;
+import io.idem.proto.ConfigureRequest;
 import io.idem.proto.Hello;
 import io.idem.proto.IdemGrpc;
 import io.idem.proto.Operation;
@@ -13,6 +15,8 @@ import io.idem.proto.RegisterRequest;
 import io.idem.proto.Request;
 import io.idem.proto.ServerFrame;
 import io.idem.proto.SessionKeepAlive;
+import io.idem.proto.StatusReply;
+import io.idem.proto.StatusRequest;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 
@@ -41,6 +45,20 @@ public final class RawSession implements AutoCloseable {
     return IdemGrpc.newBlockingStub(channel)
         .withDeadlineAfter(10, TimeUnit.SECONDS)
         .register(request);
+  }
+
+  /** Sends a Configure RPC (a change of the replicated configuration) and returns the reply. */
+  public ConfigureReply configure(ConfigureRequest request) {
+    return IdemGrpc.newBlockingStub(channel)
+        .withDeadlineAfter(10, TimeUnit.SECONDS)
+        .configure(request);
+  }
+
+  /** Sends a Status RPC and returns the reply. */
+  public StatusReply status() {
+    return IdemGrpc.newBlockingStub(channel)
+        .withDeadlineAfter(10, TimeUnit.SECONDS)
+        .status(StatusRequest.getDefaultInstance());
   }
 
   /** Opens the session stream and sends the Hello of {@code session}. */
