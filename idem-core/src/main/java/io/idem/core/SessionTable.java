@@ -42,7 +42,7 @@ public final class SessionTable {
   /** Largest accepted {@code now}: far from overflowing {@code now + ttl}. */
   static final long MAX_TIME_MS = 1L << 62;
 
-  private final SessionTableConfig config;
+  private SessionTableConfig config;
   private final SessionIndex sessions = new SessionIndex();
   private final ExpiryHeap expiry = new ExpiryHeap();
   private final Map<String, Session> byName = new HashMap<>();
@@ -59,6 +59,24 @@ public final class SessionTable {
   /** The bounds of this table. */
   public SessionTableConfig config() {
     return config;
+  }
+
+  /**
+   * Replaces the bounds. The replicated state machine calls this when a configuration change is
+   * applied from the log, so every replica changes them at the same log position.
+   *
+   * <p>Nothing already in the table is dropped when a bound is lowered: a session holding more
+   * saved responses than the new window keeps them (its duplicates are still answered), and its new
+   * commands are {@link RejectCode#WINDOW_EXCEEDED} until its acknowledgements bring it below the
+   * window; sessions beyond a lower {@code maxSessions} live on, and registrations are {@link
+   * RejectCode#TOO_MANY_SESSIONS} until enough have ended; sessions keep their TTL and names, and a
+   * named session stays resumable. Only what comes next is judged by the new bounds.
+   */
+  public void reconfigure(SessionTableConfig config) {
+    if (config == null) {
+      throw new IllegalArgumentException("config must not be null");
+    }
+    this.config = config;
   }
 
   /**
@@ -122,7 +140,8 @@ public final class SessionTable {
    */
   public Registration resume(String name, long secretHi, long secretLo, long nonce, long now) {
     checkTime(now);
-    if (name == null || !validName(name)) {
+    // A name held by a session stays resumable after the name limit was lowered (reconfigure).
+    if (name == null || (!validName(name) && !byName.containsKey(name))) {
       return new Registration.Refused(RejectCode.INVALID_ARGUMENT);
     }
     expire(now);
@@ -215,6 +234,7 @@ public final class SessionTable {
           "record(" + clientId + ", " + seq + ") without a NEW admission of that command");
     }
     savedResponses -= s.trim(ack);
+    // admit refused a command at or above the window (also a lowered one), so this cannot happen.
     if (s.savedResponses() >= config.window()) {
       throw new IllegalStateException(
           "record(" + clientId + ", " + seq + ") would exceed the window of " + config.window());

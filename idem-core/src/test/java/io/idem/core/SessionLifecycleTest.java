@@ -182,4 +182,32 @@ class SessionLifecycleTest {
     assertThat(big.expire(1_600)).isEqualTo(50);
     assertThat(big.size()).isZero();
   }
+
+  /** Lowering the bounds drops nothing: what exists lives on, what comes next is judged anew. */
+  @Test
+  void loweredBoundsKeepWhatExistsAndJudgeWhatComesNext() {
+    table.register(1, 0, 0, "longname", 500, 1, 0);
+    table.register(2, 0, 0, null, 500, 2, 0);
+    for (long seq = 1; seq <= 4; seq++) {
+      assertThat(table.admit(1, 0, seq, 1, 0)).isEqualTo(Admission.NEW);
+      table.record(1, seq, 1, 0, new byte[] {(byte) seq});
+    }
+    table.reconfigure(
+        SessionTableConfig.builder().window(2).maxSessions(1).maxNameLength(4).build());
+
+    assertThat(table.size()).isEqualTo(2);
+    assertThat(((Admission.Duplicate) table.admit(1, 0, 3, 1, 0)).response()).containsExactly(3);
+    assertThat(table.admit(1, 0, 5, 1, 0))
+        .isEqualTo(Admission.rejected(RejectCode.WINDOW_EXCEEDED));
+    assertThat(table.admit(1, 0, 5, 4, 0)).isEqualTo(Admission.NEW);
+    assertThat(table.register(3, 0, 0, null, 500, 3, 0))
+        .isEqualTo(new Registration.Refused(RejectCode.TOO_MANY_SESSIONS));
+    assertThat(table.register(3, 0, 0, "longer", 500, 3, 0))
+        .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
+    assertThat(table.resume("longname", 0, 0, 9, 0))
+        .as("a held name stays resumable")
+        .isEqualTo(new Registration.Granted(1, 1, 5, 0, 0));
+    assertThat(table.resume("othernam", 0, 0, 9, 0))
+        .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
+  }
 }

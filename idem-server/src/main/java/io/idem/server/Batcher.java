@@ -12,6 +12,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
+import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -21,6 +22,10 @@ import org.slf4j.LoggerFactory;
  * entry. Every entry is stamped with the leader's clock (never going backwards). When nothing was
  * appended for a tick interval, an empty entry (a tick) is appended so that sessions and leases
  * expire on an idle cluster too.
+ *
+ * <p>While the state applied on this node has no replicated configuration, every entry starts with
+ * the bootstrap {@code ConfigureCmd} of this node's flags; the state machine applies the first one
+ * and ignores the others (first wins), so leaders that race at bootstrap still agree.
  *
  * <p>Thread-safe. One daemon thread builds and appends entries; another hands out the outcomes, so
  * that the state machine's apply thread (which completes an entry) never waits on network writes to
@@ -48,6 +53,7 @@ final class Batcher implements AutoCloseable {
   private final ReplicatedLog log;
   private final Settings settings;
   private final LongSupplier wallClock;
+  private final Supplier<Command> bootstrap;
   private final ReentrantLock lock = new ReentrantLock();
   private final Condition changed = lock.newCondition();
   private final ArrayDeque<Pending> queue = new ArrayDeque<>();
@@ -62,10 +68,20 @@ final class Batcher implements AutoCloseable {
   private final java.util.concurrent.atomic.AtomicLong commands =
       new java.util.concurrent.atomic.AtomicLong();
 
-  Batcher(ReplicatedLog log, Settings settings, LongSupplier wallClock, String name) {
+  /**
+   * @param bootstrap the configuration command to put first in the next entry, or null when none is
+   *     needed; called under the batcher's lock, so it must not block
+   */
+  Batcher(
+      ReplicatedLog log,
+      Settings settings,
+      LongSupplier wallClock,
+      Supplier<Command> bootstrap,
+      String name) {
     this.log = log;
     this.settings = settings;
     this.wallClock = wallClock;
+    this.bootstrap = bootstrap;
     this.thread = new Thread(this::run, name);
     thread.setDaemon(true);
     this.replies =
@@ -140,9 +156,15 @@ final class Batcher implements AutoCloseable {
   private List<Pending> drain() {
     List<Pending> batch = new ArrayList<>();
     int bytes = 0;
+    Command boot = bootstrap.get();
+    if (boot != null) {
+      CompletableFuture<CommandResult> outcome = new CompletableFuture<>();
+      outcome.whenComplete(Batcher::bootstrapped);
+      batch.add(new Pending(boot, 0, outcome));
+    }
     while (!queue.isEmpty() && batch.size() < settings.maxCommands()) {
       Pending p = queue.peek();
-      if (!batch.isEmpty() && bytes + p.size() > settings.maxBytes()) {
+      if (bytes > 0 && bytes + p.size() > settings.maxBytes()) {
         break;
       }
       batch.add(queue.poll());
@@ -195,6 +217,14 @@ final class Batcher implements AutoCloseable {
     }
     for (int i = 0; i < batch.size(); i++) {
       batch.get(i).result().complete(result.getResults(i));
+    }
+  }
+
+  private static void bootstrapped(CommandResult result, Throwable error) {
+    if (error != null) {
+      LOG.debug("bootstrap configuration not applied ({}); the next entry carries it", error);
+    } else if (result.getConfigured().getCode() != io.idem.proto.Code.OK) {
+      LOG.error("bootstrap configuration refused: {}", result.getConfigured().getMessage());
     }
   }
 

@@ -7,6 +7,9 @@ import io.idem.proto.CloseCmd;
 import io.idem.proto.Code;
 import io.idem.proto.Command;
 import io.idem.proto.CommandResult;
+import io.idem.proto.ConfigureCmd;
+import io.idem.proto.ConfigureReply;
+import io.idem.proto.ConfigureRequest;
 import io.idem.proto.GetReply;
 import io.idem.proto.GetRequest;
 import io.idem.proto.Hello;
@@ -21,7 +24,9 @@ import io.idem.proto.SessionCmd;
 import io.idem.proto.StatusReply;
 import io.idem.proto.StatusRequest;
 import java.security.SecureRandom;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 
 /**
@@ -30,6 +35,15 @@ import java.util.function.Supplier;
  * address on a follower.
  */
 final class FrontDoor extends IdemGrpc.IdemImplBase {
+  /**
+   * After a client half-closes a session stream, how long the front door keeps it open for the
+   * answers still owed on it. It ends the stream as soon as the last one is sent; the bound only
+   * matters when an entry cannot commit (a leader that lost its quorum), so that such a stream does
+   * not stay open forever. The client's unanswered requests then have unknown outcomes, as after
+   * any broken stream, and are resent with the same numbers.
+   */
+  static final long HALF_CLOSE_DRAIN_MS = 5_000;
+
   private final ReplicatedLog log;
   private final Batcher batcher;
   private final IdemStateMachine stateMachine;
@@ -108,11 +122,46 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
     answer(reply, status.get());
   }
 
+  /**
+   * A configuration change goes through the log like any command, so every replica applies it at
+   * the same position; the state machine validates it there (an out-of-range value is an {@code
+   * INVALID_ARGUMENT} answer that changes nothing).
+   */
+  @Override
+  public void configure(ConfigureRequest req, StreamObserver<ConfigureReply> reply) {
+    if (!log.isLeader()) {
+      answer(
+          reply, configureFailure(new ReplicatedLog.NotLeaderException(log.leaderClientAddress())));
+      return;
+    }
+    ConfigureCmd cmd =
+        ConfigureCmd.newBuilder().setLimits(req.getLimits()).setSessions(req.getSessions()).build();
+    batcher
+        .submit(Command.newBuilder().setConfigure(cmd).build())
+        .whenComplete(
+            (result, error) ->
+                answer(reply, error == null ? result.getConfigured() : configureFailure(error)));
+  }
+
+  private ConfigureReply configureFailure(Throwable error) {
+    return ConfigureReply.newBuilder()
+        .setCode(failureCode(error))
+        .setMessage(failureMessage(error))
+        .setLeaderHint(log.leaderClientAddress())
+        .build();
+  }
+
   /** One session's stream: a Hello, then requests and keep-alives. */
   private final class SessionStream implements StreamObserver<ClientFrame> {
     private final ServerCallStreamObserver<ServerFrame> out;
     private Hello hello;
     private boolean done;
+
+    /** Commands forwarded on this stream whose answers were not sent yet. */
+    private int owed;
+
+    /** Whether the client half-closed: the stream ends once nothing is owed (or after a bound). */
+    private boolean halfClosed;
 
     SessionStream(ServerCallStreamObserver<ServerFrame> out) {
       this.out = out;
@@ -198,29 +247,47 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
     }
 
     private void forward(Command cmd, long seq) {
+      synchronized (this) {
+        owed++;
+      }
       batcher
           .submit(cmd)
           .whenComplete(
               (CommandResult result, Throwable error) -> {
-                if (error == null) {
-                  send(result.getFrame());
-                  return;
-                }
-                Code code = failureCode(error);
-                ServerFrame f =
-                    ServerFrame.newBuilder()
-                        .setSeq(seq)
-                        .setResult(
-                            Result.newBuilder().setCode(code).setMessage(failureMessage(error)))
-                        .setLeaderHint(log.leaderClientAddress())
-                        .build();
-                if (code == Code.NOT_LEADER) {
-                  send(f.toBuilder().setSeq(0).build());
-                  finish();
-                } else {
-                  send(f);
+                try {
+                  answer(result, error, seq);
+                } finally {
+                  paid();
                 }
               });
+    }
+
+    private void answer(CommandResult result, Throwable error, long seq) {
+      if (error == null) {
+        send(result.getFrame());
+        return;
+      }
+      Code code = failureCode(error);
+      ServerFrame f =
+          ServerFrame.newBuilder()
+              .setSeq(seq)
+              .setResult(Result.newBuilder().setCode(code).setMessage(failureMessage(error)))
+              .setLeaderHint(log.leaderClientAddress())
+              .build();
+      if (code == Code.NOT_LEADER) {
+        send(f.toBuilder().setSeq(0).build());
+        finish();
+      } else {
+        send(f);
+      }
+    }
+
+    /** One owed answer was sent (or could not be); ends a half-closed stream owing nothing. */
+    private synchronized void paid() {
+      owed--;
+      if (halfClosed && owed == 0) {
+        finish();
+      }
     }
 
     private void endWith(Code code, String message) {
@@ -253,9 +320,20 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       finish();
     }
 
+    /**
+     * The client half-closed: it sends nothing more but still waits for the answers owed. The
+     * stream ends when the last is sent, or after {@link #HALF_CLOSE_DRAIN_MS}.
+     */
     @Override
-    public void onCompleted() {
-      finish();
+    public synchronized void onCompleted() {
+      halfClosed = true;
+      if (owed == 0) {
+        finish();
+        return;
+      }
+      CompletableFuture.runAsync(
+          this::finish,
+          CompletableFuture.delayedExecutor(HALF_CLOSE_DRAIN_MS, TimeUnit.MILLISECONDS));
     }
   }
 

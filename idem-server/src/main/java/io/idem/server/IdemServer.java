@@ -21,6 +21,15 @@ import org.slf4j.LoggerFactory;
 public final class IdemServer implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(IdemServer.class);
 
+  /** The shortest interval between a client's keep-alive pings that the client port accepts. */
+  static final long PERMIT_KEEP_ALIVE_SECONDS = 5;
+
+  /** How long a client connection may stay silent before the client port pings it. */
+  static final long KEEP_ALIVE_SECONDS = 30;
+
+  /** How long the client port waits for a ping's answer before it closes the connection. */
+  static final long KEEP_ALIVE_TIMEOUT_SECONDS = 10;
+
   private final ServerConfig config;
   private final IdemStateMachine stateMachine;
   private final RaftNode raft;
@@ -29,7 +38,7 @@ public final class IdemServer implements AutoCloseable {
 
   private IdemServer(ServerConfig config) throws IOException {
     this.config = config;
-    this.stateMachine = new IdemStateMachine(config.sessions(), config.limits());
+    this.stateMachine = new IdemStateMachine(ReplicatedConfig.of(config));
     this.raft = new RaftNode(config, stateMachine);
     this.batcher =
         new Batcher(
@@ -41,6 +50,7 @@ public final class IdemServer implements AutoCloseable {
                 config.maxQueuedCommands(),
                 config.tickIntervalMs()),
             System::currentTimeMillis,
+            stateMachine::bootstrapCommand,
             "idem-batcher-" + config.id());
     FrontDoor door = new FrontDoor(raft, batcher, stateMachine, this::status);
     String client = config.clientListenAddress();
@@ -54,8 +64,19 @@ public final class IdemServer implements AutoCloseable {
               // Handlers run on the I/O threads: they only queue commands or read the state
               // briefly, and the hop to an executor per message cost a sixth of the leader's CPU.
               .directExecutor()
+              // Clients ping idle connections every 10 s, also without calls; grpc-java's default
+              // (one ping per 5 minutes, none without calls) answers the third early one with
+              // GOAWAY(too_many_pings) and drops the connection. Accept one every 5 s instead.
+              .permitKeepAliveTime(PERMIT_KEEP_ALIVE_SECONDS, TimeUnit.SECONDS)
+              .permitKeepAliveWithoutCalls(true)
+              // And ping idle clients ourselves, so that streams on dead connections end.
+              .keepAliveTime(KEEP_ALIVE_SECONDS, TimeUnit.SECONDS)
+              .keepAliveTimeout(KEEP_ALIVE_TIMEOUT_SECONDS, TimeUnit.SECONDS)
+              // Sized for the largest limits the replicated configuration may set, not for the
+              // ones in force: those change through the log, and the state machine answers a
+              // request over them with INVALID_ARGUMENT.
               .maxInboundMessageSize(
-                  config.limits().maxValueBytes() + config.limits().maxKeyBytes() + (64 << 10))
+                  Limits.MAX_VALUE_BYTES_LIMIT + Limits.MAX_KEY_BYTES_LIMIT + (64 << 10))
               .build()
               .start();
     } catch (IOException e) {
@@ -140,7 +161,10 @@ public final class IdemServer implements AutoCloseable {
                 .setDuplicatesSuppressed(s.duplicatesSuppressed)
                 .setKeys(s.kv.size())
                 .setLeases(s.leases.size())
-                .setLogTimeMs(s.clock));
+                .setLogTimeMs(s.clock)
+                .setLimits(s.config().limitsProto())
+                .setSessions(s.config().boundsProto())
+                .setConfigRevision(s.configRevision));
     b.setLogStartIndex(logStartIndex());
     try {
       DivisionInfo info = raft.division();

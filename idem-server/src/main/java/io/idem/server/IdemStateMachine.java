@@ -1,6 +1,6 @@
 package io.idem.server;
 
-import io.idem.core.SessionTableConfig;
+import io.idem.proto.Command;
 import io.idem.proto.EntryResult;
 import io.idem.proto.GetRequest;
 import io.idem.proto.LogEntry;
@@ -42,15 +42,62 @@ final class IdemStateMachine extends BaseStateMachine {
   private static final Logger LOG = LoggerFactory.getLogger(IdemStateMachine.class);
 
   private final SimpleStateMachineStorage storage = new SimpleStateMachineStorage();
-  private final Limits limits;
+  private final ReplicatedConfig local;
+  private final Command bootstrap;
   private final Object lock = new Object();
   private final java.util.concurrent.ConcurrentHashMap<Long, LogEntry> appending =
       new java.util.concurrent.ConcurrentHashMap<>();
-  private ReplicatedState state;
+  private ReplicatedState state = new ReplicatedState();
 
-  IdemStateMachine(SessionTableConfig sessionConfig, Limits limits) {
-    this.limits = limits;
-    this.state = new ReplicatedState(sessionConfig, limits);
+  /** Whether {@link #state} has a configuration applied; read without the lock by the batcher. */
+  private volatile boolean configured;
+
+  /** The configuration revision last reported, so that a difference is logged once per change. */
+  private long reportedRevision = -1;
+
+  /**
+   * @param local this node's own limits and session bounds: they seed the bootstrap command of a
+   *     leader that finds no configuration applied, and decide nothing themselves
+   */
+  IdemStateMachine(ReplicatedConfig local) {
+    this.local = local;
+    this.bootstrap = Command.newBuilder().setConfigure(local.bootstrapCommand()).build();
+  }
+
+  /**
+   * The command a leader puts first in its next entry while no configuration is applied here, or
+   * null once one is. Does not take the lock (the batcher calls it under its own).
+   */
+  Command bootstrapCommand() {
+    return configured ? null : bootstrap;
+  }
+
+  /**
+   * Notes a configuration newly applied or loaded, and warns when this node's own flags differ from
+   * it (they decide nothing: the replicated configuration does). Called under the lock.
+   */
+  private void noteConfiguration() {
+    configured = state.configured();
+    if (state.configRevision == reportedRevision) {
+      return;
+    }
+    reportedRevision = state.configRevision;
+    ReplicatedConfig replicated = state.config();
+    if (!configured) {
+      return;
+    }
+    if (!replicated.equals(local)) {
+      LOG.warn(
+          "this node's limits and session bounds {} differ from the replicated configuration {}"
+              + " (set at log index {}); the replicated one applies: change it with the Configure"
+              + " RPC",
+          local,
+          replicated,
+          state.configRevision);
+    } else {
+      LOG.info(
+          "replicated configuration {} (set at log index {})", replicated, state.configRevision);
+    }
   }
 
   @Override
@@ -89,11 +136,12 @@ final class IdemStateMachine extends BaseStateMachine {
     Path file = snapshot.getFile().getPath();
     ReplicatedState loaded;
     try (InputStream in = Files.newInputStream(file)) {
-      loaded = StateSnapshot.read(in, limits);
+      loaded = StateSnapshot.read(in);
     }
     synchronized (lock) {
       state = loaded;
       updateLastAppliedTermIndex(snapshot.getTermIndex());
+      noteConfiguration();
     }
     LOG.info(
         "loaded snapshot {} ({} sessions, {} keys)",
@@ -127,8 +175,12 @@ final class IdemStateMachine extends BaseStateMachine {
     }
     EntryResult result;
     synchronized (lock) {
+      long revision = state.configRevision;
       result = state.apply(entry.getIndex(), entry.getTerm(), parsed, answering);
       updateLastAppliedTermIndex(entry.getTerm(), entry.getIndex());
+      if (state.configRevision != revision) {
+        noteConfiguration();
+      }
     }
     return CompletableFuture.completedFuture(new ResultMessage(result));
   }

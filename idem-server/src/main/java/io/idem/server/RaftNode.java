@@ -93,9 +93,12 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
     RaftServerConfigKeys.Log.setSegmentSizeMax(p, SizeInBytes.valueOf(c.logSegmentBytes()));
     RaftServerConfigKeys.Log.setPurgeGap(
         p, (int) Math.min(Integer.MAX_VALUE, c.snapshotEveryEntries()));
-    // An entry holds up to maxBatchBytes of commands (or one value at the limit); the appender
-    // ships whole entries, and Ratis wants the gRPC message limit 1 MiB above the appender's.
-    long entryMax = Math.max(c.maxBatchBytes(), c.limits().maxValueBytes()) * 2L;
+    // An entry holds up to maxBatchBytes of commands (or one value at the largest limit the
+    // replicated configuration may set); the appender ships whole entries, and Ratis wants the gRPC
+    // message limit 1 MiB above the appender's.
+    // (Ratis's log write buffer, 8 MiB by default, must exceed the appender's limit: hence the
+    // 2 MiB ceiling of Limits.MAX_VALUE_BYTES_LIMIT.)
+    long entryMax = Math.max(c.maxBatchBytes(), Limits.MAX_VALUE_BYTES_LIMIT) * 2L;
     RaftServerConfigKeys.Log.Appender.setBufferByteLimit(p, SizeInBytes.valueOf(entryMax));
     // Snapshot install ships the file in chunks; each chunk must fit in a gRPC message too.
     RaftServerConfigKeys.Log.Appender.setSnapshotChunkSizeMax(p, SizeInBytes.valueOf(entryMax));

@@ -6,12 +6,13 @@ import io.idem.core.Admission;
 import io.idem.core.Registration;
 import io.idem.core.RejectCode;
 import io.idem.core.SessionTable;
-import io.idem.core.SessionTableConfig;
 import io.idem.proto.Append;
 import io.idem.proto.Code;
 import io.idem.proto.Command;
 import io.idem.proto.CommandResult;
 import io.idem.proto.CompareAndSet;
+import io.idem.proto.ConfigureCmd;
+import io.idem.proto.ConfigureReply;
 import io.idem.proto.EntryResult;
 import io.idem.proto.GetReply;
 import io.idem.proto.Increment;
@@ -38,12 +39,17 @@ import java.util.Optional;
  */
 final class ReplicatedState {
   /**
-   * The log-entry format this code writes. It applies versions 1 and 2: in version 1 entries any
+   * The log-entry format this code writes. It applies versions 1 to 3: in version 1 entries any
    * session may renew or revoke a lease, and a revoke answers no log time; version 2 entries
    * (leases have holders) are refused by nodes that only know version 1, so a rolling upgrade stops
-   * old nodes instead of letting them apply new entries differently.
+   * old nodes instead of letting them apply new entries differently. Version 3 adds {@code
+   * ConfigureCmd} (the replicated configuration), which a version 2 node would skip as an unknown
+   * command and so decide by other limits than its peers; it stops instead.
    */
-  static final int LOG_FORMAT_VERSION = 2;
+  static final int LOG_FORMAT_VERSION = 3;
+
+  /** The first log-entry format in which {@code ConfigureCmd} is applied. */
+  static final int CONFIGURE_SINCE_VERSION = 3;
 
   /** The oldest log-entry format this code still applies. */
   static final int OLDEST_LOG_FORMAT_VERSION = 1;
@@ -54,8 +60,16 @@ final class ReplicatedState {
    */
   static final int MAX_COMMANDS_PER_ENTRY = 4096;
 
-  final Limits limits;
-  SessionTable sessions;
+  /**
+   * The replicated limits: the defaults until a configuration is applied. Together with the session
+   * table's bounds they are the {@link ReplicatedConfig}; no node-local setting decides answers.
+   */
+  Limits limits = Limits.DEFAULTS;
+
+  /** The log index of the entry that set the configuration in force; 0: none yet (defaults). */
+  long configRevision;
+
+  SessionTable sessions = new SessionTable(ReplicatedConfig.DEFAULTS.sessions());
   final KvStore kv = new KvStore();
   final LeaseTable leases = new LeaseTable();
   long clock;
@@ -67,9 +81,17 @@ final class ReplicatedState {
   /** The format version of the entry being applied (not part of the state). */
   private int entryVersion = LOG_FORMAT_VERSION;
 
-  ReplicatedState(SessionTableConfig sessionConfig, Limits limits) {
-    this.sessions = new SessionTable(sessionConfig);
-    this.limits = limits;
+  /** An empty state, deciding by {@link ReplicatedConfig#DEFAULTS} until one is configured. */
+  ReplicatedState() {}
+
+  /** The configuration in force. */
+  ReplicatedConfig config() {
+    return new ReplicatedConfig(limits, sessions.config());
+  }
+
+  /** Whether a configuration was applied (else the defaults decide). */
+  boolean configured() {
+    return configRevision > 0;
   }
 
   /**
@@ -145,9 +167,42 @@ final class ReplicatedState {
               sessions.close(c.getClose().getClientId(), c.getClose().getEpoch(), clock);
           return frame(0, refused.map(ReplicatedState::code).orElse(Code.OK), "");
         }
+      case CONFIGURE:
+        if (entryVersion < CONFIGURE_SINCE_VERSION) {
+          // Version 2 nodes skipped it as unknown; so does every node replaying such an entry.
+          return rejectedCommand(c, "unknown command");
+        }
+        return CommandResult.newBuilder().setConfigured(configure(index, c.getConfigure())).build();
       default:
         return rejectedCommand(c, "unknown command");
     }
+  }
+
+  /**
+   * Applies a configuration change. A bootstrap command applies only while no configuration was
+   * applied (first wins: leaders racing at bootstrap agree, whatever their flags); a change
+   * replaces the non-zero fields. An out-of-range value refuses the whole command, which changes
+   * nothing. Lowered bounds drop nothing already held (see {@link SessionTable#reconfigure}):
+   * existing keys, values and leases stay, and only later commands are judged by the new limits.
+   */
+  private ConfigureReply configure(long index, ConfigureCmd cmd) {
+    ConfigureReply.Builder reply = ConfigureReply.newBuilder().setCode(Code.OK);
+    if (!(cmd.getBootstrap() && configured())) {
+      try {
+        ReplicatedConfig next = config().with(cmd.getLimits(), cmd.getSessions());
+        limits = next.limits();
+        sessions.reconfigure(next.sessions());
+        configRevision = index;
+      } catch (IllegalArgumentException bad) {
+        reply.setCode(Code.INVALID_ARGUMENT).setMessage(bad.getMessage());
+      }
+    }
+    ReplicatedConfig now = config();
+    return reply
+        .setLimits(now.limitsProto())
+        .setSessions(now.boundsProto())
+        .setConfigRevision(configRevision)
+        .build();
   }
 
   private RegisterReply register(long clientId, RegisterCmd cmd) {
@@ -173,6 +228,7 @@ final class ReplicatedState {
           .setSecretHi(g.secretHi())
           .setSecretLo(g.secretLo())
           .setWindow(sessions.config().window())
+          .setLimits(config().limitsProto())
           .build();
     }
     RejectCode code = ((Registration.Refused) r).code();
@@ -485,7 +541,19 @@ final class ReplicatedState {
         .build();
   }
 
-  private static CommandResult rejectedCommand(Command c, String why) {
+  private CommandResult rejectedCommand(Command c, String why) {
+    if (c.getCmdCase() == Command.CmdCase.CONFIGURE) {
+      ReplicatedConfig now = config();
+      return CommandResult.newBuilder()
+          .setConfigured(
+              ConfigureReply.newBuilder()
+                  .setCode(Code.INVALID_ARGUMENT)
+                  .setMessage(why)
+                  .setLimits(now.limitsProto())
+                  .setSessions(now.boundsProto())
+                  .setConfigRevision(configRevision))
+          .build();
+    }
     if (c.getCmdCase() == Command.CmdCase.REGISTER) {
       return CommandResult.newBuilder()
           .setRegistration(

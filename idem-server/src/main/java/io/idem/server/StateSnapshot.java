@@ -2,7 +2,6 @@ package io.idem.server;
 
 import com.google.protobuf.ByteString;
 import io.idem.core.SessionTable;
-import io.idem.core.SessionTableConfig;
 import io.idem.core.SnapshotFormatException;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
@@ -25,26 +24,36 @@ import java.util.zip.CheckedInputStream;
 import java.util.zip.CheckedOutputStream;
 
 /**
- * The state machine's snapshot, format version 2 (version 1, read too, had no lease holders).
- * Big-endian:
+ * The state machine's snapshot, format version 3. Big-endian:
  *
  * <pre>
- * int magic = 0x49444D4B ("IDMK"), int version = 2
+ * int magic = 0x49444D4B ("IDMK"), int version = 3
  * long appliedIndex, long appliedTerm, long clock, long lastTerm, long duplicatesSuppressed
+ * long configRevision (0: no configuration applied); if above 0, the replicated limits:
+ *   int maxKeyBytes, int maxValueBytes, int maxNameChars, long maxLeaseTtlMs
  * int leaseCount; per lease, by name: utf name, long holder (session id; absent in version 1),
  *   long ttlMs, long expiresAtMs
  * int keyCount; per key, in key order:
  *   utf key, byte kind (0 value, 1 list), long version, long createRevision, long modRevision,
  *   utf lease ("" for none), value: int length + bytes, or list: int count, then length + bytes each
- * the session table's own snapshot (io.idem.core, with its own CRC32C)
+ * the session table's own snapshot (io.idem.core, with its own CRC32C; it carries the session
+ *   bounds of the replicated configuration)
  * int CRC32C of every byte above
  * </pre>
+ *
+ * <p>Older versions are still read. Version 2 had no configuration (nodes decided by their own
+ * flags): it is read as not configured, with the default limits and the session bounds its session
+ * table carries, and the next leader bootstraps a configuration. Version 1 also had no lease
+ * holders. Golden files pin every version ({@code StateSnapshotFormatTest}).
  *
  * <p>The reader checks the magic, version, ranges and the checksum before it returns a state.
  */
 final class StateSnapshot {
   static final int MAGIC = 0x49444D4B;
-  static final int VERSION = 2;
+  static final int VERSION = 3;
+
+  /** The oldest version the reader still reads. */
+  static final int OLDEST_VERSION = 1;
 
   private StateSnapshot() {}
 
@@ -82,6 +91,13 @@ final class StateSnapshot {
     out.writeLong(s.clock);
     out.writeLong(s.lastTerm);
     out.writeLong(s.duplicatesSuppressed);
+    out.writeLong(s.configRevision);
+    if (s.configured()) {
+      out.writeInt(s.limits.maxKeyBytes());
+      out.writeInt(s.limits.maxValueBytes());
+      out.writeInt(s.limits.maxNameChars());
+      out.writeLong(s.limits.maxLeaseTtlMs());
+    }
     out.writeInt(s.leases.size());
     for (LeaseTable.Lease l : s.leases.all()) {
       writeString(out, l.name);
@@ -116,7 +132,7 @@ final class StateSnapshot {
    *
    * @throws SnapshotFormatException if it is corrupt, truncated or of an unknown version
    */
-  static ReplicatedState read(InputStream source, Limits limits) throws IOException {
+  static ReplicatedState read(InputStream source) throws IOException {
     CRC32C crc = new CRC32C();
     // Buffer below the checksum, so that the checksum sees exactly the bytes the reader consumed.
     InputStream buffered = new BufferedInputStream(source, 1 << 16);
@@ -126,16 +142,24 @@ final class StateSnapshot {
         throw new SnapshotFormatException("not an Idem state snapshot (bad magic)");
       }
       int version = in.readInt();
-      if (version != VERSION && version != 1) {
+      if (version < OLDEST_VERSION || version > VERSION) {
         throw new SnapshotFormatException(
-            "unsupported state snapshot version " + version + "; this node reads 1 and " + VERSION);
+            "unsupported state snapshot version "
+                + version
+                + "; this node reads "
+                + OLDEST_VERSION
+                + " to "
+                + VERSION);
       }
-      ReplicatedState s = new ReplicatedState(SessionTableConfig.defaults(), limits);
+      ReplicatedState s = new ReplicatedState();
       s.appliedIndex = in.readLong();
       s.appliedTerm = in.readLong();
       s.clock = in.readLong();
       s.lastTerm = in.readLong();
       s.duplicatesSuppressed = in.readLong();
+      if (version >= 3) {
+        readConfig(in, s);
+      }
       int leases = count(in.readInt(), "lease");
       for (int i = 0; i < leases; i++) {
         String name = readString(in);
@@ -184,6 +208,25 @@ final class StateSnapshot {
       return s;
     } catch (EOFException e) {
       throw new SnapshotFormatException("truncated state snapshot", e);
+    }
+  }
+
+  private static void readConfig(DataInputStream in, ReplicatedState s) throws IOException {
+    s.configRevision = in.readLong();
+    if (s.configRevision < 0 || s.configRevision > s.appliedIndex) {
+      throw new SnapshotFormatException(
+          "configuration revision " + s.configRevision + " out of [0, " + s.appliedIndex + "]");
+    }
+    if (s.configured()) {
+      int key = in.readInt();
+      int value = in.readInt();
+      int name = in.readInt();
+      long leaseTtl = in.readLong();
+      String bad = Limits.problem(key, value, name, leaseTtl);
+      if (bad != null) {
+        throw new SnapshotFormatException("replicated limits: " + bad);
+      }
+      s.limits = new Limits(key, value, name, leaseTtl);
     }
   }
 

@@ -9,6 +9,8 @@ import io.idem.proto.Append;
 import io.idem.proto.Code;
 import io.idem.proto.Command;
 import io.idem.proto.CompareAndSet;
+import io.idem.proto.ConfigureCmd;
+import io.idem.proto.ConfigureReply;
 import io.idem.proto.EntryResult;
 import io.idem.proto.GrantLease;
 import io.idem.proto.Increment;
@@ -22,6 +24,7 @@ import io.idem.proto.RegisterRequest;
 import io.idem.proto.Result;
 import io.idem.proto.RevokeLease;
 import io.idem.proto.ServerFrame;
+import io.idem.proto.SessionBounds;
 import io.idem.proto.SessionCmd;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
@@ -30,8 +33,7 @@ import org.junit.jupiter.api.Test;
 
 /** The deterministic apply function, without Ratis. */
 class ReplicatedStateTest {
-  private final ReplicatedState state =
-      new ReplicatedState(SessionTableConfig.defaults(), Limits.DEFAULTS);
+  private final ReplicatedState state = new ReplicatedState();
   private long index;
   private long time = 1_000;
 
@@ -283,8 +285,7 @@ class ReplicatedStateTest {
             .build());
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     StateSnapshot.write(state, out);
-    ReplicatedState back =
-        StateSnapshot.read(new ByteArrayInputStream(out.toByteArray()), Limits.DEFAULTS);
+    ReplicatedState back = StateSnapshot.read(new ByteArrayInputStream(out.toByteArray()));
     assertThat(StateSnapshot.digest(back)).isEqualTo(StateSnapshot.digest(state));
     assertThat(back.get("k").getLease()).isEqualTo("L");
     assertThat(back.leases.get("L").holder)
@@ -292,7 +293,7 @@ class ReplicatedStateTest {
         .isEqualTo(a.getClientId());
     byte[] bad = out.toByteArray();
     bad[40] ^= 1;
-    assertThatThrownBy(() -> StateSnapshot.read(new ByteArrayInputStream(bad), Limits.DEFAULTS))
+    assertThatThrownBy(() -> StateSnapshot.read(new ByteArrayInputStream(bad)))
         .isInstanceOf(io.idem.core.SnapshotFormatException.class);
   }
 
@@ -316,12 +317,178 @@ class ReplicatedStateTest {
       time += 10;
       assertThat(apply(1, batch).getResultsCount()).isEqualTo(batch.length);
     }
-    ReplicatedState follower = new ReplicatedState(SessionTableConfig.defaults(), Limits.DEFAULTS);
+    ReplicatedState follower = new ReplicatedState();
     long i = 0;
     for (LogEntry e : applied) {
       assertThat(follower.apply(++i, 1, e, false).getResultsCount()).isZero();
     }
     assertThat(follower.duplicatesSuppressed).isEqualTo(state.duplicatesSuppressed).isEqualTo(1);
     assertThat(StateSnapshot.digest(follower)).isEqualTo(StateSnapshot.digest(state));
+  }
+
+  // ---- the replicated configuration ----
+
+  private static Command configure(boolean bootstrap, int maxValueBytes, int window) {
+    return Command.newBuilder()
+        .setConfigure(
+            ConfigureCmd.newBuilder()
+                .setBootstrap(bootstrap)
+                .setLimits(io.idem.proto.Limits.newBuilder().setMaxValueBytes(maxValueBytes))
+                .setSessions(SessionBounds.newBuilder().setWindow(window)))
+        .build();
+  }
+
+  private ConfigureReply configureEntry(Command... commands) {
+    EntryResult r = apply(1, commands);
+    return r.getResults(commands.length - 1).getConfigured();
+  }
+
+  private static Operation putOf(int bytes) {
+    return Operation.newBuilder()
+        .setPut(Put.newBuilder().setKey("k").setValue(ByteString.copyFrom(new byte[bytes])))
+        .build();
+  }
+
+  @Test
+  void beforeAnyConfigurationTheCodeDefaultsDecide() {
+    assertThat(state.configured()).isFalse();
+    assertThat(state.config()).isEqualTo(ReplicatedConfig.DEFAULTS);
+    RegisterReply a = register("a");
+    assertThat(a.getWindow()).isEqualTo(SessionTableConfig.DEFAULT_WINDOW);
+    assertThat(a.getLimits().getMaxValueBytes()).isEqualTo(Limits.DEFAULT_MAX_VALUE_BYTES);
+    assertThat(a.getLimits().getMaxLeaseTtlMs()).isEqualTo(Limits.DEFAULT_MAX_LEASE_TTL_MS);
+  }
+
+  /** Leaders racing at bootstrap each put their flags first in an entry: the first one wins. */
+  @Test
+  void theFirstBootstrapWinsAndLaterOnesChangeNothing() {
+    ConfigureReply first = configureEntry(configure(true, 10, 4));
+    assertThat(first.getCode()).isEqualTo(Code.OK);
+    assertThat(first.getConfigRevision()).isEqualTo(index);
+    long revision = index;
+    ConfigureReply second = configureEntry(configure(true, 20, 8), configure(true, 30, 16));
+    assertThat(second.getCode()).isEqualTo(Code.OK);
+    assertThat(second.getConfigRevision()).isEqualTo(revision);
+    assertThat(state.config().limits().maxValueBytes()).isEqualTo(10);
+    assertThat(state.config().sessions().window()).isEqualTo(4);
+    assertThat(state.config().limits().maxKeyBytes())
+        .as("a field left 0 keeps its value")
+        .isEqualTo(Limits.DEFAULT_MAX_KEY_BYTES);
+
+    RegisterReply a = register("a");
+    assertThat(a.getWindow()).isEqualTo(4);
+    assertThat(a.getLimits()).isEqualTo(state.config().limitsProto());
+    assertThat(send(a, 1, putOf(10)).getResult().getCode()).isEqualTo(Code.OK);
+    ServerFrame over = send(a, 2, putOf(11));
+    assertThat(over.getResult().getCode()).isEqualTo(Code.INVALID_ARGUMENT);
+    assertThat(over.getResult().getMessage()).isEqualTo("value is 11 bytes, the limit is 10");
+  }
+
+  @Test
+  void aChangeThroughTheLogReplacesTheConfigurationInForce() {
+    configureEntry(configure(true, 10, 4));
+    RegisterReply a = register("a");
+    assertThat(send(a, 1, putOf(20)).getResult().getCode()).isEqualTo(Code.INVALID_ARGUMENT);
+    ConfigureReply changed = configureEntry(configure(false, 20, 0));
+    assertThat(changed.getCode()).isEqualTo(Code.OK);
+    assertThat(changed.getConfigRevision()).isEqualTo(index);
+    assertThat(changed.getLimits().getMaxValueBytes()).isEqualTo(20);
+    assertThat(changed.getSessions().getWindow()).isEqualTo(4);
+    assertThat(apply(1, opAck(a, 2, 1, putOf(20))).getResults(0).getFrame().getResult().getCode())
+        .isEqualTo(Code.OK);
+    assertThat(send(a, 1, putOf(20)).getResult().getCode())
+        .as("a retry gets its saved answer, not a new decision")
+        .isEqualTo(Code.INVALID_ARGUMENT);
+  }
+
+  @Test
+  void outOfRangeValuesAreRefusedNamedAndChangeNothing() {
+    configureEntry(configure(true, 10, 4));
+    ReplicatedConfig before = state.config();
+    long revision = state.configRevision;
+    Object[][] bad = {
+      {configure(false, -1, 0), "max_value_bytes must be in [1, 2097152], got -1"},
+      {configure(false, Limits.MAX_VALUE_BYTES_LIMIT + 1, 0), "max_value_bytes"},
+      {configure(false, 0, SessionTableConfig.MAX_WINDOW + 1), "window must be in [1, 65536]"},
+      {
+        Command.newBuilder()
+            .setConfigure(
+                ConfigureCmd.newBuilder()
+                    .setSessions(SessionBounds.newBuilder().setWindow(8).setMaxSessions(-5)))
+            .build(),
+        "max_sessions must be in [1, 2147483647], got -5"
+      },
+      {
+        Command.newBuilder()
+            .setConfigure(
+                ConfigureCmd.newBuilder()
+                    .setLimits(io.idem.proto.Limits.newBuilder().setMaxLeaseTtlMs(1L << 50)))
+            .build(),
+        "max_lease_ttl_ms"
+      },
+    };
+    for (Object[] b : bad) {
+      ConfigureReply r = configureEntry((Command) b[0]);
+      assertThat(r.getCode()).isEqualTo(Code.INVALID_ARGUMENT);
+      assertThat(r.getMessage()).contains((String) b[1]);
+      assertThat(r.getConfigRevision()).isEqualTo(revision);
+      assertThat(state.config()).isEqualTo(before);
+    }
+  }
+
+  /** Lowering the window drops no saved answer: new requests wait for acknowledgements. */
+  @Test
+  void aLoweredWindowKeepsSavedAnswersAndRefusesNewRequestsUntilAcknowledged() {
+    RegisterReply a = register("a");
+    for (long seq = 1; seq <= 4; seq++) {
+      apply(1, opAck(a, seq, 1, incr("n")));
+    }
+    configureEntry(configure(false, 0, 2));
+    ServerFrame dup = apply(1, opAck(a, 2, 1, incr("n"))).getResults(0).getFrame();
+    assertThat(dup.getDuplicate()).isTrue();
+    assertThat(dup.getResult().getNumber()).isEqualTo(2);
+    assertThat(apply(1, opAck(a, 5, 1, incr("n"))).getResults(0).getFrame().getResult().getCode())
+        .isEqualTo(Code.WINDOW_EXCEEDED);
+    assertThat(apply(1, opAck(a, 5, 4, incr("n"))).getResults(0).getFrame().getResult().getNumber())
+        .isEqualTo(5);
+
+    ReplicatedState follower = new ReplicatedState();
+    long i = 0;
+    for (LogEntry e : applied) {
+      follower.apply(++i, 1, e, false);
+    }
+    assertThat(StateSnapshot.digest(follower)).isEqualTo(StateSnapshot.digest(state));
+  }
+
+  private static Command opAck(RegisterReply s, long seq, long ack, Operation op) {
+    Command c = op(s, seq, op);
+    return c.toBuilder().setSession(c.getSession().toBuilder().setAck(ack)).build();
+  }
+
+  /** Version 2 nodes skipped a configure command as unknown; replaying such an entry does too. */
+  @Test
+  void aConfigureCommandInAVersionTwoEntryChangesNothing() {
+    LogEntry old =
+        LogEntry.newBuilder()
+            .setFormatVersion(2)
+            .setLeaderTimeMs(time)
+            .addCommands(configure(true, 10, 4))
+            .build();
+    EntryResult r = state.apply(++index, 1, old, true);
+    assertThat(r.getResults(0).getConfigured().getCode()).isEqualTo(Code.INVALID_ARGUMENT);
+    assertThat(state.configured()).isFalse();
+    assertThat(state.config()).isEqualTo(ReplicatedConfig.DEFAULTS);
+  }
+
+  @Test
+  void theSnapshotCarriesTheConfiguration() throws IOException {
+    configureEntry(configure(true, 10, 4));
+    register("a");
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    StateSnapshot.write(state, out);
+    ReplicatedState back = StateSnapshot.read(new ByteArrayInputStream(out.toByteArray()));
+    assertThat(back.config()).isEqualTo(state.config());
+    assertThat(back.configRevision).isEqualTo(state.configRevision).isEqualTo(1);
+    assertThat(StateSnapshot.digest(back)).isEqualTo(StateSnapshot.digest(state));
   }
 }

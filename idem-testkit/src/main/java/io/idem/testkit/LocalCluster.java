@@ -14,6 +14,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.BiFunction;
 import java.util.function.UnaryOperator;
 import java.util.stream.Stream;
 
@@ -25,10 +26,11 @@ import java.util.stream.Stream;
 public final class LocalCluster implements AutoCloseable {
   private final Path baseDir;
   private final List<ServerConfig.Peer> peers;
-  private final UnaryOperator<ServerConfig.Builder> tuning;
+  private final BiFunction<Integer, ServerConfig.Builder, ServerConfig.Builder> tuning;
   private final IdemServer[] nodes;
 
-  private LocalCluster(int n, Path baseDir, UnaryOperator<ServerConfig.Builder> tuning) {
+  private LocalCluster(
+      int n, Path baseDir, BiFunction<Integer, ServerConfig.Builder, ServerConfig.Builder> tuning) {
     if (n < 1 || n > 9) {
       throw new IllegalArgumentException("a local cluster has 1 to 9 nodes, got " + n);
     }
@@ -52,6 +54,15 @@ public final class LocalCluster implements AutoCloseable {
   /** Starts {@code n} nodes; {@code tuning} adjusts every node's configuration. */
   public static LocalCluster start(
       int n, Path baseDir, UnaryOperator<ServerConfig.Builder> tuning) {
+    return startEach(n, baseDir, (i, b) -> tuning.apply(b));
+  }
+
+  /**
+   * Starts {@code n} nodes; {@code tuning} adjusts the configuration of node {@code i} (0-based),
+   * so that nodes can run with different flags. It applies again on every restart of that node.
+   */
+  public static LocalCluster startEach(
+      int n, Path baseDir, BiFunction<Integer, ServerConfig.Builder, ServerConfig.Builder> tuning) {
     LocalCluster c = new LocalCluster(n, baseDir, tuning);
     try {
       for (int i = 0; i < n; i++) {
@@ -116,7 +127,7 @@ public final class LocalCluster implements AutoCloseable {
             .peers(peers)
             .electionTimeoutMs(1_000, 2_000);
     try {
-      nodes[i] = IdemServer.start(tuning.apply(b).build());
+      nodes[i] = IdemServer.start(tuning.apply(i, b).build());
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }

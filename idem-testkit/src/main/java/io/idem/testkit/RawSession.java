@@ -5,6 +5,8 @@ import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.stub.StreamObserver;
 import io.idem.proto.ClientFrame;
 import io.idem.proto.Code;
+import io.idem.proto.ConfigureReply;
+import io.idem.proto.ConfigureRequest;
 import io.idem.proto.Hello;
 import io.idem.proto.IdemGrpc;
 import io.idem.proto.Operation;
@@ -13,6 +15,10 @@ import io.idem.proto.RegisterRequest;
 import io.idem.proto.Request;
 import io.idem.proto.ServerFrame;
 import io.idem.proto.SessionKeepAlive;
+import io.idem.proto.StatusReply;
+import io.idem.proto.StatusRequest;
+import java.time.Duration;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 
@@ -25,6 +31,7 @@ public final class RawSession implements AutoCloseable {
   private final ManagedChannel channel;
   private final LinkedBlockingQueue<ServerFrame> frames = new LinkedBlockingQueue<>();
   private StreamObserver<ClientFrame> stream;
+  private volatile CountDownLatch ended = new CountDownLatch(1);
 
   /** A connection to {@code address} (host:port); nothing is sent yet. */
   public RawSession(String address) {
@@ -43,8 +50,24 @@ public final class RawSession implements AutoCloseable {
         .register(request);
   }
 
+  /** Sends a Configure RPC (a change of the replicated configuration) and returns the reply. */
+  public ConfigureReply configure(ConfigureRequest request) {
+    return IdemGrpc.newBlockingStub(channel)
+        .withDeadlineAfter(10, TimeUnit.SECONDS)
+        .configure(request);
+  }
+
+  /** Sends a Status RPC and returns the reply. */
+  public StatusReply status() {
+    return IdemGrpc.newBlockingStub(channel)
+        .withDeadlineAfter(10, TimeUnit.SECONDS)
+        .status(StatusRequest.getDefaultInstance());
+  }
+
   /** Opens the session stream and sends the Hello of {@code session}. */
   public void open(long clientId, long epoch, long secretHi, long secretLo) {
+    CountDownLatch streamEnded = new CountDownLatch(1);
+    ended = streamEnded;
     stream =
         IdemGrpc.newStub(channel)
             .session(
@@ -55,10 +78,14 @@ public final class RawSession implements AutoCloseable {
                   }
 
                   @Override
-                  public void onError(Throwable t) {}
+                  public void onError(Throwable t) {
+                    streamEnded.countDown();
+                  }
 
                   @Override
-                  public void onCompleted() {}
+                  public void onCompleted() {
+                    streamEnded.countDown();
+                  }
                 });
     stream.onNext(
         ClientFrame.newBuilder()
@@ -88,6 +115,26 @@ public final class RawSession implements AutoCloseable {
   public void keepAlive(long ack) {
     stream.onNext(
         ClientFrame.newBuilder().setKeepAlive(SessionKeepAlive.newBuilder().setAck(ack)).build());
+  }
+
+  /** Half-closes the stream: no more frames from this side; the server's may still come. */
+  public void halfClose() {
+    stream.onCompleted();
+  }
+
+  /** Whether the server ended the current stream within {@code timeout}. */
+  public boolean awaitEnd(Duration timeout) {
+    try {
+      return ended.await(timeout.toMillis(), TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
+    }
+  }
+
+  /** A frame already received, or null if none is waiting. */
+  public ServerFrame poll() {
+    return frames.poll();
   }
 
   /** The next frame from the server, or an AssertionError after 10 s. */
