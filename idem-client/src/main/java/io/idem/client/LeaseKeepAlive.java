@@ -11,8 +11,8 @@ import java.util.concurrent.TimeUnit;
  * keepAlive} does. Built by {@link IdemClient#keepLeaseAlive}. A renewal that fails for a reason
  * that may pass (its outcome unknown, no server within its deadline) is retried at the next
  * interval; the lease is lost when the server says so ({@link LeaseNotFoundException}: it expired
- * or another session holds it), the session that holds it is gone, or the client is closed. Closing stops renewing; it
- * does not revoke the lease. Thread-safe.
+ * or another session holds it), the session that holds it is gone, or the client is closed. Closing
+ * stops renewing; it does not revoke the lease. Thread-safe.
  */
 public final class LeaseKeepAlive implements AutoCloseable {
 
