@@ -20,6 +20,8 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.ForkJoinPool;
+import java.util.concurrent.ForkJoinWorkerThread;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -79,13 +81,21 @@ public final class IdemTransport implements AutoCloseable {
               return t;
             });
     AtomicInteger n = new AtomicInteger();
+    // A work-stealing pool: handing a task over costs little while it is busy (a cached pool's
+    // hand-off wakes a parked thread every time), and a callback that blocks on another call
+    // (CompletableFuture.get) makes it add a thread rather than stall.
     this.workers =
-        Executors.newCachedThreadPool(
-            r -> {
-              Thread t = new Thread(r, "idem-client-worker-" + n.incrementAndGet());
+        new ForkJoinPool(
+            Math.max(2, Runtime.getRuntime().availableProcessors()),
+            pool -> {
+              ForkJoinWorkerThread t =
+                  ForkJoinPool.defaultForkJoinWorkerThreadFactory.newThread(pool);
+              t.setName("idem-client-worker-" + n.incrementAndGet());
               t.setDaemon(true);
               return t;
-            });
+            },
+            null,
+            true);
   }
 
   /** A new transport; it connects lazily, to each server on first use. */

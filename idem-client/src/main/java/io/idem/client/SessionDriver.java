@@ -34,13 +34,12 @@ import org.slf4j.LoggerFactory;
  * time:
  *
  * <ul>
- *   <li>events from gRPC's I/O threads and the timer are never run there: their effects go to the
- *       transport's worker pool, so that an fsync or a user callback never stalls a connection
- *       shared with other sessions;
- *   <li>with an identity journal, every batch of effects runs on the worker pool (journal writes
- *       and fsyncs never run on the caller's thread); without one, a call's sends run on the
- *       calling thread if no runner is busy;
- *   <li>futures are completed on the worker pool, never under the lock and never on an I/O thread.
+ *   <li>without an identity journal, effects are network writes, which do not block: they run on
+ *       the thread of the event (a caller, a gRPC I/O thread, the timer) unless a runner is busy;
+ *   <li>with an identity journal, every batch of effects runs on the transport's worker pool, so
+ *       that an fsync never stalls a gRPC I/O thread (shared with other sessions) or a caller;
+ *   <li>futures are completed on the worker pool, never under the lock and never on an I/O thread,
+ *       so a user's callback never stalls a connection either.
  * </ul>
  */
 final class SessionDriver {
@@ -63,7 +62,7 @@ final class SessionDriver {
   private final long rpcTimeoutMs;
   private final long stallNanos;
   private final ScheduledFuture<?> ticking;
-  private final Runnable transportClosed = () -> apply(SessionMachine::transportClosed, false);
+  private final Runnable transportClosed = () -> apply(SessionMachine::transportClosed);
   private int closeWaiters;
 
   // The runner's own state: touched by one runner at a time, never under the lock.
@@ -117,11 +116,11 @@ final class SessionDriver {
         transport
             .timer()
             .scheduleWithFixedDelay(
-                () -> apply(m -> m.tick(now()), true), TICK_MS, TICK_MS, TimeUnit.MILLISECONDS);
+                () -> apply(m -> m.tick(now())), TICK_MS, TICK_MS, TimeUnit.MILLISECONDS);
     if (!ownsTransport && !transport.onShutdown(transportClosed)) {
-      apply(SessionMachine::transportClosed, false);
+      apply(SessionMachine::transportClosed);
     }
-    apply(m -> m.start(now()), true);
+    apply(m -> m.start(now()));
   }
 
   private static long now() {
@@ -134,7 +133,7 @@ final class SessionDriver {
   CompletableFuture<ServerFrame> submit(Operation op, long timeoutNanos) {
     long now = now();
     SessionMachine.Call c = new SessionMachine.Call(op, now + timeoutNanos);
-    apply(m -> m.submit(c, now), false);
+    apply(m -> m.submit(c, now));
     return c.future();
   }
 
@@ -198,7 +197,7 @@ final class SessionDriver {
    */
   void close(Duration grace) {
     if (!grace.isZero() && !grace.isNegative()) {
-      apply(SessionMachine::stopAccepting, false);
+      apply(SessionMachine::stopAccepting);
       long end = now() + grace.toNanos();
       synchronized (lock) {
         closeWaiters++;
@@ -217,7 +216,7 @@ final class SessionDriver {
         }
       }
     }
-    apply(m -> m.close(now()), false);
+    apply(m -> m.close(now()));
     try {
       if (!stopped.await(STOP_WAIT_MS, TimeUnit.MILLISECONDS)) {
         LOG.warn("session {} did not stop within {} ms", clientId(), STOP_WAIT_MS);
@@ -234,10 +233,11 @@ final class SessionDriver {
 
   /**
    * Runs {@code event} on the machine under the lock and queues its effects in the same critical
-   * section, then runs them outside it: on the worker pool if {@code offload} (an I/O or timer
-   * thread) or if there is a journal, else here unless another runner is busy.
+   * section, then runs them outside it, here (network writes do not block) unless another runner is
+   * busy, or on the worker pool if there is a journal (whose fsyncs must run neither on an I/O
+   * thread nor on a caller's). Completions always go to the worker pool.
    */
-  private void apply(Consumer<SessionMachine> event, boolean offload) {
+  private void apply(Consumer<SessionMachine> event) {
     synchronized (lock) {
       event.accept(machine);
       List<Effect> out = machine.takeEffects();
@@ -252,7 +252,7 @@ final class SessionDriver {
     if (!running.compareAndSet(false, true)) {
       return; // the busy runner takes them, in order
     }
-    if (offload || journal != null) {
+    if (journal != null) {
       try {
         transport.workers().execute(this::drain);
         return;
@@ -332,13 +332,13 @@ final class SessionDriver {
             new StreamObserver<>() {
               @Override
               public void onNext(RegisterReply reply) {
-                apply(m -> m.registerReplied(nonce, reply, now()), true);
+                apply(m -> m.registerReplied(nonce, reply, now()));
               }
 
               @Override
               public void onError(Throwable t) {
                 LOG.debug("register via {} failed: {}", r.address(), t.toString());
-                apply(m -> m.registerFailed(nonce, now()), true);
+                apply(m -> m.registerFailed(nonce, now()));
               }
 
               @Override
@@ -362,18 +362,18 @@ final class SessionDriver {
                 new StreamObserver<>() {
                   @Override
                   public void onNext(ServerFrame f) {
-                    apply(m -> m.frame(id, f, now()), true);
+                    apply(m -> m.frame(id, f, now()));
                   }
 
                   @Override
                   public void onError(Throwable t) {
                     LOG.debug("stream to {} failed: {}", o.address(), t.toString());
-                    apply(m -> m.streamEnded(id, now()), true);
+                    apply(m -> m.streamEnded(id, now()));
                   }
 
                   @Override
                   public void onCompleted() {
-                    apply(m -> m.streamEnded(id, now()), true);
+                    apply(m -> m.streamEnded(id, now()));
                   }
                 });
     streamId = id;
@@ -391,7 +391,7 @@ final class SessionDriver {
       LOG.debug("write on stream {} failed: {}", s.stream(), e.toString());
       stream = null;
       int id = s.stream();
-      apply(m -> m.streamEnded(id, now()), true);
+      apply(m -> m.streamEnded(id, now()));
     }
   }
 
@@ -416,7 +416,7 @@ final class SessionDriver {
     try {
       return transport.connection(address);
     } catch (IllegalStateException e) {
-      apply(SessionMachine::transportClosed, true);
+      apply(SessionMachine::transportClosed);
       return null;
     }
   }
@@ -448,7 +448,7 @@ final class SessionDriver {
       // closes the client; its effects (failing the calls) come through this runner.
       journalBroken = true;
       LOG.error("identity journal failed; closing the client", e);
-      apply(m -> m.journalFailed(e), true);
+      apply(m -> m.journalFailed(e));
     }
   }
 
