@@ -18,6 +18,7 @@ import picocli.CommandLine.Command;
       KvCommand.class,
       LeaseCommand.class,
       StatusCommand.class,
+      ConfigCommand.class,
       DemoCommand.class,
       BenchCommand.class,
       VerifyCommand.class,

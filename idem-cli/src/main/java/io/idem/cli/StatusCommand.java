@@ -64,6 +64,8 @@ final class StatusCommand implements Callable<Integer> {
       System.out.print("members:");
       any.members().forEach(m -> System.out.print(" " + m.id() + "=" + m.clientAddress()));
       System.out.println();
+      System.out.println(
+          "config revision: " + any.config().revision() + " (idem config show prints it)");
     }
     if (reachable == 0) {
       System.err.println("idem: no server reachable at " + options.servers);

@@ -18,6 +18,9 @@ class IdemCliTest {
   private final StringWriter out = new StringWriter();
   private final StringWriter err = new StringWriter();
 
+  /** The client address of the node {@link #startNode} started. */
+  private String servers;
+
   private int run(String... args) {
     return Idem.commandLine(new PrintWriter(out, true), new PrintWriter(err, true)).execute(args);
   }
@@ -101,25 +104,27 @@ class IdemCliTest {
     assertOneLineError("history.jsonl");
   }
 
+  private static int freePort() throws java.io.IOException {
+    try (java.net.ServerSocket s =
+        new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      return s.getLocalPort();
+    }
+  }
+
+  /** A one-node cluster in {@code dir}, its client address in {@code servers}. */
+  private IdemServer startNode(Path dir) throws Exception {
+    int raft = freePort();
+    servers = "127.0.0.1:" + freePort();
+    return IdemServer.start(
+        ServerConfig.builder()
+            .dataDir(dir.resolve("data"))
+            .peers(List.of(new ServerConfig.Peer("n1", "127.0.0.1:" + raft, servers)))
+            .build());
+  }
+
   @Test
   void leaseIsRenewedAndRevokedOnlyWithTheHoldersIdentity(@TempDir Path dir) throws Exception {
-    int port;
-    try (java.net.ServerSocket s =
-        new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-      port = s.getLocalPort();
-    }
-    int raft;
-    try (java.net.ServerSocket s =
-        new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-      raft = s.getLocalPort();
-    }
-    String servers = "127.0.0.1:" + port;
-    try (IdemServer server =
-        IdemServer.start(
-            ServerConfig.builder()
-                .dataDir(dir.resolve("data"))
-                .peers(List.of(new ServerConfig.Peer("n1", "127.0.0.1:" + raft, servers)))
-                .build())) {
+    try (IdemServer server = startNode(dir)) {
       String id = dir.resolve("me.id").toString();
       assertThat(
               run("lease", "grant", "lock", "30s", "--servers", servers, "--identity", id)
@@ -134,6 +139,93 @@ class IdemCliTest {
   }
 
   @Test
+  void configShowPrintsTheDefaultsAndSetChangesWhatKvAccepts(@TempDir Path dir) throws Exception {
+    try (IdemServer server = startNode(dir)) {
+      assertThat(run("config", "show", "--servers", servers)).as(err.toString()).isZero();
+      assertThat(out.toString())
+          .contains("max-value-bytes 1048576\n")
+          .contains("max-key-bytes 4096\n")
+          .contains("window 128\n")
+          .contains("max-lease-ttl 1440m\n")
+          .contains("revision ");
+      out.getBuffer().setLength(0);
+
+      assertThat(run("config", "set", "--max-value-bytes", "2000", "--servers", servers))
+          .as(err.toString())
+          .isZero();
+      assertThat(out.toString()).contains("max-value-bytes 2000\n").contains("window 128\n");
+      long revision = revision(out.toString());
+      assertThat(revision).isPositive();
+      assertThat(server.status().getLimits().getMaxValueBytes()).isEqualTo(2000);
+
+      assertThat(run("kv", "put", "big", "x".repeat(2001), "--servers", servers)).isEqualTo(1);
+      assertOneLineError("the limit is 2000");
+      err.getBuffer().setLength(0);
+      assertThat(run("kv", "put", "big", "x".repeat(2000), "--servers", servers))
+          .as(err.toString())
+          .isZero();
+
+      out.getBuffer().setLength(0);
+      assertThat(run("config", "show", "--servers", servers)).isZero();
+      assertThat(out.toString()).contains("max-value-bytes 2000\n");
+      assertThat(revision(out.toString())).isEqualTo(revision);
+    }
+  }
+
+  @Test
+  void configSetOutOfRangeIsRefusedByTheServerInOneLine(@TempDir Path dir) throws Exception {
+    try (IdemServer server = startNode(dir)) {
+      assertThat(run("config", "set", "--max-value-bytes", "-1", "--servers", servers))
+          .isEqualTo(1);
+      assertOneLineError("INVALID_ARGUMENT: max_value_bytes must be in [1, 2097152], got -1");
+      err.getBuffer().setLength(0);
+      assertThat(run("config", "set", "--window", "70000", "--servers", servers)).isEqualTo(1);
+      assertOneLineError("window must be in [1, 65536], got 70000");
+      err.getBuffer().setLength(0);
+      // 0 on the wire means "keep": the command line refuses it rather than change nothing.
+      assertThat(run("config", "set", "--window", "0", "--servers", servers)).isEqualTo(2);
+      assertOneLineError("0 is not a setting");
+      assertThat(server.status().getSessions().getWindow()).isEqualTo(128);
+      assertThat(server.status().getLimits().getMaxValueBytes()).isEqualTo(1 << 20);
+    }
+  }
+
+  @Test
+  void configSetWithoutASettingIsAUsageError() {
+    assertThat(run("config", "set", "--servers", "127.0.0.1:9")).isEqualTo(2);
+    assertOneLineError("config set needs at least one of --max-key-bytes");
+  }
+
+  @Test
+  void configSetAcceptsSizesWithUnitsAndRefusesOthers() {
+    assertThat(new SizeConverter().convert("2MiB")).isEqualTo(2 << 20);
+    assertThat(new SizeConverter().convert("4KiB")).isEqualTo(4096);
+    assertThat(new SizeConverter().convert("-1")).isEqualTo(-1);
+    assertThat(run("config", "set", "--max-value-bytes", "2GB")).isEqualTo(2);
+    assertOneLineError("not a size like 2000, 64KiB or 2MiB");
+  }
+
+  @Test
+  void configAgainstNoServerIsOneLineAndExitOne() {
+    assertThat(run("config", "show", "--servers", "127.0.0.1:9", "--timeout", "1s")).isEqualTo(1);
+    assertOneLineError("no server reachable");
+    err.getBuffer().setLength(0);
+    assertThat(
+            run("config", "set", "--window", "64", "--servers", "127.0.0.1:9", "--timeout", "1s"))
+        .isEqualTo(1);
+    assertOneLineError("no leader took the change within");
+  }
+
+  private static long revision(String shown) {
+    return shown
+        .lines()
+        .filter(l -> l.startsWith("revision "))
+        .map(l -> Long.parseLong(l.split(" ")[1]))
+        .findFirst()
+        .orElseThrow();
+  }
+
+  @Test
   void everyCommandHasHelp() {
     for (String[] cmd :
         new String[][] {
@@ -142,6 +234,9 @@ class IdemCliTest {
           {"kv", "put", "--help"},
           {"lease", "grant", "--help"},
           {"status", "--help"},
+          {"config", "--help"},
+          {"config", "show", "--help"},
+          {"config", "set", "--help"},
           {"demo", "--help"},
           {"bench", "--help"},
           {"verify", "--help"},

@@ -21,6 +21,7 @@ import java.util.List;
  * @param entriesAppended log entries this server's batcher appended since it started
  * @param commandsAppended commands in those entries
  * @param logStartIndex the first index still in this server's log
+ * @param config the replicated configuration this server applied
  */
 public record ClusterStatus(
     String id,
@@ -38,7 +39,8 @@ public record ClusterStatus(
     String digest,
     long entriesAppended,
     long commandsAppended,
-    long logStartIndex) {
+    long logStartIndex,
+    ClusterConfig config) {
 
   /**
    * A member of the cluster.

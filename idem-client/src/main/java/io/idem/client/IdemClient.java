@@ -474,7 +474,17 @@ public final class IdemClient implements AutoCloseable {
         s.getDigest(),
         s.getEntriesAppended(),
         s.getCommandsAppended(),
-        s.getLogStartIndex());
+        s.getLogStartIndex(),
+        new ClusterConfig(
+            s.getLimits().getMaxKeyBytes(),
+            s.getLimits().getMaxValueBytes(),
+            s.getLimits().getMaxNameChars(),
+            s.getLimits().getMaxLeaseTtlMs(),
+            s.getSessions().getWindow(),
+            s.getSessions().getMaxSessions(),
+            s.getSessions().getMaxTtlMs(),
+            s.getSessions().getMaxNameChars(),
+            s.getConfigRevision()));
   }
 
   // ---- session ----

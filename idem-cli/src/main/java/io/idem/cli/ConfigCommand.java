@@ -1,0 +1,317 @@
+package io.idem.cli;
+
+import io.grpc.ManagedChannel;
+import io.grpc.StatusRuntimeException;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.idem.client.ClusterConfig;
+import io.idem.client.ClusterStatus;
+import io.idem.client.IdemClient;
+import io.idem.proto.Code;
+import io.idem.proto.ConfigureReply;
+import io.idem.proto.ConfigureRequest;
+import io.idem.proto.IdemGrpc;
+import io.idem.proto.Limits;
+import io.idem.proto.SessionBounds;
+import java.io.PrintWriter;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+import java.util.concurrent.TimeUnit;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code idem config show|set}: the cluster's replicated configuration (limits and session bounds),
+ * which only changes through the log (see the Configure RPC in docs/PROTOCOL.md).
+ */
+@Command(
+    name = "config",
+    mixinStandardHelpOptions = true,
+    description =
+        "The replicated configuration: limits and session bounds, changed through the log.",
+    subcommands = {ConfigCommand.Show.class, ConfigCommand.Set.class})
+final class ConfigCommand {
+
+  /** Prints one {@code name value} line per setting, named like {@code set}'s options. */
+  static void print(PrintWriter out, ClusterConfig c) {
+    out.println("max-key-bytes " + c.maxKeyBytes());
+    out.println("max-value-bytes " + c.maxValueBytes());
+    out.println("max-lease-name-chars " + c.maxLeaseNameChars());
+    out.println("max-lease-ttl " + duration(c.maxLeaseTtlMs()));
+    out.println("window " + c.window());
+    out.println("max-sessions " + c.maxSessions());
+    out.println("max-session-ttl " + duration(c.maxSessionTtlMs()));
+    out.println("max-session-name-chars " + c.maxSessionNameChars());
+    out.println(
+        "revision "
+            + c.revision()
+            + (c.revision() == 0 ? " (none applied yet: the defaults)" : ""));
+  }
+
+  /** In the largest unit that is exact, so that the value can be given back to {@code set}. */
+  private static String duration(long ms) {
+    if (ms % 60_000 == 0) {
+      return ms / 60_000 + "m";
+    }
+    return ms % 1000 == 0 ? ms / 1000 + "s" : ms + "ms";
+  }
+
+  @Command(
+      name = "show",
+      mixinStandardHelpOptions = true,
+      description =
+          "Prints the configuration in force as the leader reports it (else the first server that"
+              + " answers), one name and value a line, and the log index that set it.")
+  static final class Show implements Callable<Integer> {
+    @Mixin ClientOptions options;
+    @Spec CommandSpec spec;
+
+    @Override
+    public Integer call() {
+      ClusterStatus first = null;
+      String lastFailure = "";
+      for (String server : servers(options)) {
+        try (IdemClient c =
+            IdemClient.builder().servers(server).requestTimeout(options.timeout).build()) {
+          ClusterStatus s = c.status();
+          if (s.role().equals("LEADER")) {
+            first = s;
+            break;
+          }
+          first = first == null ? s : first;
+        } catch (RuntimeException e) {
+          lastFailure = server + ": " + Errors.oneLine(e);
+        }
+      }
+      if (first == null) {
+        spec.commandLine().getErr().println("idem: no server reachable (" + lastFailure + ")");
+        return 1;
+      }
+      print(spec.commandLine().getOut(), first.config());
+      return 0;
+    }
+  }
+
+  @Command(
+      name = "set",
+      mixinStandardHelpOptions = true,
+      description =
+          "Changes the configuration through the log (leader only; NOT_LEADER is followed) and"
+              + " prints the configuration in force after it. Settings not given keep their value."
+              + " The server refuses the whole change if any value is out of range.")
+  static final class Set implements Callable<Integer> {
+    /** Leader hints followed in one invocation; more means the cluster is changing leaders. */
+    static final int MAX_REDIRECTS = 5;
+
+    /**
+     * The pause before the next server when one did not answer or knew no leader (an election may
+     * be under way).
+     */
+    static final Duration RETRY_PAUSE = Duration.ofMillis(200);
+
+    @Mixin ClientOptions options;
+    @Spec CommandSpec spec;
+
+    @Option(
+        names = "--max-key-bytes",
+        converter = SizeConverter.class,
+        description = "Largest key, in UTF-8 bytes, e.g. 4096 or 4KiB.")
+    Integer maxKeyBytes;
+
+    @Option(
+        names = "--max-value-bytes",
+        converter = SizeConverter.class,
+        description = "Largest value, in bytes, e.g. 2000 or 1MiB.")
+    Integer maxValueBytes;
+
+    @Option(names = "--max-lease-name-chars", description = "Longest lease name, in characters.")
+    Integer maxLeaseNameChars;
+
+    @Option(
+        names = "--max-lease-ttl",
+        converter = DurationConverter.class,
+        description = "Longest lease TTL, e.g. 60m.")
+    Duration maxLeaseTtl;
+
+    @Option(names = "--window", description = "Most unacknowledged answers a session holds.")
+    Integer window;
+
+    @Option(names = "--max-sessions", description = "Most live sessions.")
+    Integer maxSessions;
+
+    @Option(
+        names = "--max-session-ttl",
+        converter = DurationConverter.class,
+        description = "Longest session TTL a client may ask for, e.g. 60m.")
+    Duration maxSessionTtl;
+
+    @Option(
+        names = "--max-session-name-chars",
+        description = "Longest durable session name, in characters.")
+    Integer maxSessionNameChars;
+
+    @Override
+    public Integer call() throws InterruptedException {
+      PrintWriter err = spec.commandLine().getErr();
+      String problem = problem();
+      if (problem != null) {
+        err.println("idem: " + problem + " (see --help)");
+        return 2;
+      }
+      ConfigureReply reply = send(request());
+      if (reply.getCode() != Code.OK) {
+        err.println("idem: " + reply.getCode() + ": " + reply.getMessage());
+        return 1;
+      }
+      print(
+          spec.commandLine().getOut(),
+          new ClusterConfig(
+              reply.getLimits().getMaxKeyBytes(),
+              reply.getLimits().getMaxValueBytes(),
+              reply.getLimits().getMaxNameChars(),
+              reply.getLimits().getMaxLeaseTtlMs(),
+              reply.getSessions().getWindow(),
+              reply.getSessions().getMaxSessions(),
+              reply.getSessions().getMaxTtlMs(),
+              reply.getSessions().getMaxNameChars(),
+              reply.getConfigRevision()));
+      return 0;
+    }
+
+    /** What is wrong with the options before anything is sent; null if nothing. */
+    private String problem() {
+      Integer[] numbers = {
+        maxKeyBytes, maxValueBytes, maxLeaseNameChars, window, maxSessions, maxSessionNameChars
+      };
+      boolean any = maxLeaseTtl != null || maxSessionTtl != null;
+      for (Integer n : numbers) {
+        any |= n != null;
+        if (n != null && n == 0) {
+          // On the wire 0 means "keep the current value": sent, it would change nothing.
+          return "0 is not a setting (a field left out keeps its value)";
+        }
+      }
+      return any
+          ? null
+          : "config set needs at least one of --max-key-bytes, --max-value-bytes,"
+              + " --max-lease-name-chars, --max-lease-ttl, --window, --max-sessions,"
+              + " --max-session-ttl, --max-session-name-chars";
+    }
+
+    private ConfigureRequest request() {
+      Limits.Builder l = Limits.newBuilder();
+      if (maxKeyBytes != null) {
+        l.setMaxKeyBytes(maxKeyBytes);
+      }
+      if (maxValueBytes != null) {
+        l.setMaxValueBytes(maxValueBytes);
+      }
+      if (maxLeaseNameChars != null) {
+        l.setMaxNameChars(maxLeaseNameChars);
+      }
+      if (maxLeaseTtl != null) {
+        l.setMaxLeaseTtlMs(maxLeaseTtl.toMillis());
+      }
+      SessionBounds.Builder s = SessionBounds.newBuilder();
+      if (window != null) {
+        s.setWindow(window);
+      }
+      if (maxSessions != null) {
+        s.setMaxSessions(maxSessions);
+      }
+      if (maxSessionTtl != null) {
+        s.setMaxTtlMs(maxSessionTtl.toMillis());
+      }
+      if (maxSessionNameChars != null) {
+        s.setMaxNameChars(maxSessionNameChars);
+      }
+      return ConfigureRequest.newBuilder().setLimits(l).setSessions(s).build();
+    }
+
+    /**
+     * Sends the change to the listed servers in turn until one leads, within {@code --timeout}: a
+     * NOT_LEADER's hint is followed at once (at most {@link #MAX_REDIRECTS} times); without a hint,
+     * or when a server does not answer, the next one is tried after {@link #RETRY_PAUSE}. Trying
+     * again after a lost reply is safe: the change sets values, so applying it twice leaves the
+     * same configuration.
+     *
+     * @return the first reply that is not NOT_LEADER
+     * @throws IllegalStateException if no leader answered in time
+     */
+    private ConfigureReply send(ConfigureRequest request) throws InterruptedException {
+      List<String> servers = servers(options);
+      long deadline = System.nanoTime() + options.timeout.toNanos();
+      int next = 0;
+      int redirects = 0;
+      String hint = "";
+      String lastFailure = "no attempt";
+      for (long left = options.timeout.toNanos(); left > 0; left = deadline - System.nanoTime()) {
+        String address = hint.isEmpty() ? servers.get(next++ % servers.size()) : hint;
+        hint = "";
+        ConfigureReply reply = null;
+        ManagedChannel channel = open(address);
+        try {
+          reply =
+              IdemGrpc.newBlockingStub(channel)
+                  .withDeadlineAfter(left, TimeUnit.NANOSECONDS)
+                  .configure(request);
+        } catch (StatusRuntimeException e) {
+          lastFailure = address + ": " + Errors.oneLine(e);
+        } finally {
+          channel.shutdownNow();
+        }
+        if (reply != null && reply.getCode() != Code.NOT_LEADER) {
+          return reply;
+        }
+        if (reply != null) {
+          lastFailure = address + " is not the leader";
+          String h = reply.getLeaderHint();
+          if (!h.isEmpty() && !h.equals(address) && redirects < MAX_REDIRECTS) {
+            redirects++;
+            hint = h;
+            continue;
+          }
+        }
+        long pause = Math.min(RETRY_PAUSE.toNanos(), deadline - System.nanoTime());
+        if (pause > 0) {
+          TimeUnit.NANOSECONDS.sleep(pause);
+        }
+      }
+      throw new IllegalStateException(
+          "no leader took the change within " + options.timeout + " (" + lastFailure + ")");
+    }
+
+    private static ManagedChannel open(String address) {
+      int colon = address.lastIndexOf(':');
+      if (colon <= 0) {
+        throw new IllegalArgumentException("server must be host:port, got \"" + address + "\"");
+      }
+      int port;
+      try {
+        port = Integer.parseInt(address.substring(colon + 1));
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException("server must be host:port, got \"" + address + "\"");
+      }
+      return NettyChannelBuilder.forAddress(address.substring(0, colon), port)
+          .usePlaintext()
+          .build();
+    }
+  }
+
+  private static List<String> servers(ClientOptions options) {
+    List<String> out = new ArrayList<>();
+    for (String s : options.servers.split(",")) {
+      if (!s.isBlank()) {
+        out.add(s.trim());
+      }
+    }
+    if (out.isEmpty()) {
+      throw new IllegalArgumentException("--servers must name at least one host:port");
+    }
+    return out;
+  }
+}
