@@ -1,0 +1,448 @@
+package io.idem.core;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HexFormat;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.TreeSet;
+
+/**
+ * Application idempotency keys (seed 001, with its defects fixed): the deterministic record of each
+ * {@code (scope, key)}, replicated through the log like the session table. A record is in progress
+ * (its owner's fencing token and deadline) or completed (the stored response), and expires after
+ * its retention period:
+ *
+ * <pre>
+ * absent --acquire--> IN_PROGRESS{token, deadline, fingerprint}
+ * IN_PROGRESS --complete(token)--> COMPLETED{response, fingerprint}   (kept for the retention)
+ * IN_PROGRESS --release(token)--> absent                            (the step failed, did nothing)
+ * IN_PROGRESS --renew(token)--> IN_PROGRESS{deadline'}
+ * IN_PROGRESS --acquire after the deadline--> IN_PROGRESS{token' > token}   (a takeover)
+ * any transition with a token that is not the current one --> FENCED, nothing changes
+ * acquire with another fingerprint --> MISMATCH, nothing changes
+ * </pre>
+ *
+ * <p>Determinism: time is the caller's log time, and tokens are supplied by the caller from the log
+ * (the server uses the command's log position), so every replica decides the same and a token is
+ * strictly greater than every token handed out before it, for any key, across failovers, restarts
+ * and snapshots. Records are kept in key order, so snapshots and digests are canonical.
+ *
+ * <p>Validate, then commit does not apply here: every operation decides and commits in one step,
+ * and a refusal changes nothing. Not thread-safe: the state machine applies the log on one thread.
+ */
+public final class KeyTable {
+
+  /** Format version of {@link #writeSnapshot}. */
+  public static final int SNAPSHOT_VERSION = 1;
+
+  private static final int MAGIC = 0x49444b59; // "IDKY"
+
+  /** The bounds of a key table; part of the replicated state, like the session table's. */
+  public record Bounds(
+      int maxKeyChars, int maxFingerprintBytes, int maxResponseBytes, long maxRetentionMs) {
+    /** Default bounds: keys of 255 characters, 64-byte fingerprints, 64 KiB responses, 7 days. */
+    public static final Bounds DEFAULTS = new Bounds(255, 64, 64 * 1024, 7L * 86_400_000L);
+
+    /** Validates every bound and names the bad one. */
+    public Bounds {
+      if (maxKeyChars < 1 || maxKeyChars > 4096) {
+        throw new IllegalArgumentException("maxKeyChars must be in [1, 4096], got " + maxKeyChars);
+      }
+      if (maxFingerprintBytes < 0 || maxFingerprintBytes > 1024) {
+        throw new IllegalArgumentException(
+            "maxFingerprintBytes must be in [0, 1024], got " + maxFingerprintBytes);
+      }
+      if (maxResponseBytes < 0 || maxResponseBytes > SessionTable.MAX_RESPONSE_BYTES) {
+        throw new IllegalArgumentException(
+            "maxResponseBytes must be in [0, "
+                + SessionTable.MAX_RESPONSE_BYTES
+                + "], got "
+                + maxResponseBytes);
+      }
+      if (maxRetentionMs < 1 || maxRetentionMs > SessionTableConfig.MAX_TTL_LIMIT_MS) {
+        throw new IllegalArgumentException(
+            "maxRetentionMs must be in [1, 2^40], got " + maxRetentionMs);
+      }
+    }
+  }
+
+  /** A key within its scope (a tenant or a principal). */
+  public record KeyId(String scope, String key) implements Comparable<KeyId> {
+    /** Both parts required. */
+    public KeyId {
+      if (scope == null || key == null) {
+        throw new IllegalArgumentException("scope and key must not be null");
+      }
+    }
+
+    @Override
+    public int compareTo(KeyId o) {
+      int c = scope.compareTo(o.scope);
+      return c != 0 ? c : key.compareTo(o.key);
+    }
+  }
+
+  /** What an acquire answers: exactly one of four. */
+  public sealed interface Acquisition {
+    /** The caller owns the key until {@code deadline} (log time), under {@code token}. */
+    record Acquired(long token, long deadline, boolean takeover) implements Acquisition {}
+
+    /** The key was completed: replay {@code response}. Equal by content. */
+    record Completed(byte[] response, long completedAt) implements Acquisition {
+      @Override
+      public boolean equals(Object o) {
+        return o instanceof Completed c
+            && completedAt == c.completedAt
+            && Arrays.equals(response, c.response);
+      }
+
+      @Override
+      public int hashCode() {
+        return 31 * Arrays.hashCode(response) + Long.hashCode(completedAt);
+      }
+
+      @Override
+      public String toString() {
+        return "Completed[" + response.length + " bytes, completedAt=" + completedAt + "]";
+      }
+    }
+
+    /** Another owner holds the key until {@code deadline} (log time). */
+    record InProgress(long deadline) implements Acquisition {}
+
+    /** The key was used with another fingerprint. Nothing changed. */
+    record Mismatch() implements Acquisition {}
+
+    /** Refused as invalid (a bound); nothing changed. */
+    record Invalid(String reason) implements Acquisition {}
+  }
+
+  /** What complete, release and renew answer. */
+  public sealed interface Settlement {
+    /** Done; for a renew, the new deadline (else 0). */
+    record Done(long deadline) implements Settlement {}
+
+    /** The token is not the key's current one ({@code current}, 0 if the key has no owner). */
+    record Fenced(long current) implements Settlement {}
+
+    /** Refused as invalid (a bound); nothing changed. */
+    record Invalid(String reason) implements Settlement {}
+  }
+
+  /** One key's record. Completed records have {@code response != null}. */
+  private static final class Record {
+    final KeyId id;
+    final byte[] fingerprint;
+    long token;
+    long deadline;
+    long retentionMs;
+    byte[] response;
+    long completedAt;
+
+    Record(KeyId id, byte[] fingerprint) {
+      this.id = id;
+      this.fingerprint = fingerprint;
+    }
+
+    /** When the record is dropped: retention after completion, or after the owner's deadline. */
+    long expiresAt() {
+      return (response != null ? completedAt : deadline) + retentionMs;
+    }
+  }
+
+  /** An expiry index entry: ordered by time, then key, so that equal times expire in key order. */
+  private record Due(long at, KeyId id) implements Comparable<Due> {
+    @Override
+    public int compareTo(Due o) {
+      int c = Long.compare(at, o.at);
+      return c != 0 ? c : id.compareTo(o.id);
+    }
+  }
+
+  private final Bounds bounds;
+  private final TreeMap<KeyId, Record> records = new TreeMap<>();
+  private final Map<KeyId, Record> index = new HashMap<>();
+  private final TreeSet<Due> expiry = new TreeSet<>();
+  private long lastToken;
+
+  /** An empty table with {@code bounds}. */
+  public KeyTable(Bounds bounds) {
+    this.bounds = bounds;
+  }
+
+  /** The bounds. */
+  public Bounds bounds() {
+    return bounds;
+  }
+
+  // ---- operations ----
+
+  /**
+   * Acquires {@code id} for {@code inProgressMs} of log time under {@code token}, or answers what
+   * holds it. Records due at {@code now} are expired first.
+   *
+   * @param token from the log, greater than every token given to this table before
+   * @param retentionMs how long the record is kept after its completion (or its owner's deadline)
+   * @throws IllegalArgumentException if {@code token} does not grow: a bug of the caller
+   */
+  public Acquisition acquire(
+      KeyId id, byte[] fingerprint, long inProgressMs, long retentionMs, long token, long now) {
+    String bad = check(id, fingerprint, retentionMs);
+    if (bad == null && (inProgressMs < 1 || inProgressMs > bounds.maxRetentionMs())) {
+      bad = "in-progress timeout must be in [1, " + bounds.maxRetentionMs() + "] ms";
+    }
+    if (bad != null) {
+      return new Acquisition.Invalid(bad);
+    }
+    if (token <= lastToken) {
+      throw new IllegalArgumentException("token " + token + " after " + lastToken);
+    }
+    expire(now);
+    Record r = index.get(id);
+    if (r != null && !Arrays.equals(r.fingerprint, fingerprint)) {
+      return new Acquisition.Mismatch();
+    }
+    if (r != null && r.response != null) {
+      return new Acquisition.Completed(r.response.clone(), r.completedAt);
+    }
+    if (r != null && r.deadline >= now) { // the owner holds the key up to its deadline, inclusive
+      return new Acquisition.InProgress(r.deadline);
+    }
+    boolean takeover = r != null;
+    if (r == null) {
+      r = new Record(id, fingerprint.clone());
+      records.put(id, r);
+      index.put(id, r);
+    } else {
+      expiry.remove(new Due(r.expiresAt(), id));
+    }
+    lastToken = token;
+    r.token = token;
+    r.deadline = now + inProgressMs;
+    r.retentionMs = retentionMs;
+    expiry.add(new Due(r.expiresAt(), id));
+    return new Acquisition.Acquired(token, r.deadline, takeover);
+  }
+
+  /** Completes {@code id} with {@code response} if {@code token} still owns it. */
+  public Settlement complete(KeyId id, long token, byte[] response, long now) {
+    if (response == null || response.length > bounds.maxResponseBytes()) {
+      return new Settlement.Invalid(
+          "response must be at most " + bounds.maxResponseBytes() + " bytes");
+    }
+    expire(now);
+    Record r = owned(id, token);
+    if (r == null) {
+      return fenced(id);
+    }
+    expiry.remove(new Due(r.expiresAt(), id));
+    r.response = response.clone();
+    r.completedAt = now;
+    expiry.add(new Due(r.expiresAt(), id));
+    return new Settlement.Done(0);
+  }
+
+  /** Drops {@code id} if {@code token} still owns it: the business step failed and did nothing. */
+  public Settlement release(KeyId id, long token, long now) {
+    expire(now);
+    Record r = owned(id, token);
+    if (r == null) {
+      return fenced(id);
+    }
+    remove(r);
+    return new Settlement.Done(0);
+  }
+
+  /** Moves the owner's deadline to {@code now + extensionMs} if {@code token} still owns it. */
+  public Settlement renew(KeyId id, long token, long extensionMs, long now) {
+    if (extensionMs < 1 || extensionMs > bounds.maxRetentionMs()) {
+      return new Settlement.Invalid("extension must be in [1, " + bounds.maxRetentionMs() + "] ms");
+    }
+    expire(now);
+    Record r = owned(id, token);
+    if (r == null) {
+      return fenced(id);
+    }
+    expiry.remove(new Due(r.expiresAt(), id));
+    r.deadline = now + extensionMs;
+    expiry.add(new Due(r.expiresAt(), id));
+    return new Settlement.Done(r.deadline);
+  }
+
+  /**
+   * The token a fenced write on {@code id} is judged against: the current owner's, or the token the
+   * key was completed under; 0 if the key has no record. A write fenced with a smaller token is
+   * from a stale owner and must be refused.
+   */
+  public long currentToken(KeyId id) {
+    Record r = index.get(id);
+    return r == null ? 0 : r.token;
+  }
+
+  /** Drops every record whose retention ended before {@code now}; returns how many. */
+  public int expire(long now) {
+    int n = 0;
+    while (!expiry.isEmpty() && expiry.first().at() < now) {
+      Due d = expiry.pollFirst();
+      Record r = index.get(d.id());
+      if (r != null) {
+        records.remove(d.id());
+        index.remove(d.id());
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** How many records the table holds. */
+  public int size() {
+    return records.size();
+  }
+
+  private Record owned(KeyId id, long token) {
+    Record r = index.get(id);
+    return r != null && r.response == null && r.token == token ? r : null;
+  }
+
+  private Settlement fenced(KeyId id) {
+    Record r = index.get(id);
+    return new Settlement.Fenced(r == null || r.response != null ? 0 : r.token);
+  }
+
+  private void remove(Record r) {
+    expiry.remove(new Due(r.expiresAt(), r.id));
+    records.remove(r.id);
+    index.remove(r.id);
+  }
+
+  private String check(KeyId id, byte[] fingerprint, long retentionMs) {
+    if (id.scope().length() > bounds.maxKeyChars() || id.key().isEmpty()) {
+      return "scope must have at most " + bounds.maxKeyChars() + " characters, key at least one";
+    }
+    if (id.key().length() > bounds.maxKeyChars()) {
+      return "key is " + id.key().length() + " characters, the limit is " + bounds.maxKeyChars();
+    }
+    if (fingerprint == null || fingerprint.length > bounds.maxFingerprintBytes()) {
+      return "fingerprint must be at most " + bounds.maxFingerprintBytes() + " bytes";
+    }
+    if (retentionMs < 1 || retentionMs > bounds.maxRetentionMs()) {
+      return "retention must be in [1, " + bounds.maxRetentionMs() + "] ms, got " + retentionMs;
+    }
+    return null;
+  }
+
+  // ---- snapshot and digest ----
+
+  /**
+   * Writes the table: magic, version, bounds, the last token, the records in key order, then a
+   * CRC32C of everything before. Leaves {@code out} open.
+   */
+  public void writeSnapshot(OutputStream out) throws IOException {
+    write(new SnapshotEncoder(out::write));
+  }
+
+  private void write(SnapshotEncoder e) throws IOException {
+    e.putInt(MAGIC);
+    e.putInt(SNAPSHOT_VERSION);
+    e.putInt(bounds.maxKeyChars());
+    e.putInt(bounds.maxFingerprintBytes());
+    e.putInt(bounds.maxResponseBytes());
+    e.putLong(bounds.maxRetentionMs());
+    e.putLong(lastToken);
+    e.putInt(records.size());
+    for (Record r : records.values()) {
+      e.putBytes(r.id.scope().getBytes(StandardCharsets.UTF_8));
+      e.putBytes(r.id.key().getBytes(StandardCharsets.UTF_8));
+      e.putBytes(r.fingerprint);
+      e.putLong(r.token);
+      e.putLong(r.deadline);
+      e.putLong(r.retentionMs);
+      e.putLong(r.completedAt);
+      e.putBytes(r.response);
+    }
+    e.finish();
+  }
+
+  /**
+   * Reads a table written by {@link #writeSnapshot}, exactly its bytes.
+   *
+   * @throws SnapshotFormatException if the input is corrupt, truncated, of an unknown version, or
+   *     fails its checksum; no table is returned then
+   */
+  public static KeyTable readSnapshot(InputStream in) throws IOException {
+    SnapshotDecoder d = new SnapshotDecoder(in);
+    if (d.getInt() != MAGIC) {
+      throw new SnapshotFormatException("not a key table snapshot");
+    }
+    int version = d.getInt();
+    if (version != SNAPSHOT_VERSION) {
+      throw new SnapshotFormatException("unknown key table snapshot version " + version);
+    }
+    KeyTable t;
+    try {
+      t = new KeyTable(new Bounds(d.getInt(), d.getInt(), d.getInt(), d.getLong()));
+    } catch (IllegalArgumentException e) {
+      throw new SnapshotFormatException("bad bounds: " + e.getMessage());
+    }
+    t.lastToken = d.getLong();
+    int n = d.getInt();
+    if (n < 0) {
+      throw new SnapshotFormatException("negative record count " + n);
+    }
+    int maxChars = t.bounds.maxKeyChars() * 4; // UTF-8 bytes
+    for (int i = 0; i < n; i++) {
+      KeyId id = new KeyId(text(d, maxChars, "scope"), text(d, maxChars, "key"));
+      Record r = new Record(id, d.getBytes(t.bounds.maxFingerprintBytes(), "fingerprint"));
+      r.token = d.getLong();
+      r.deadline = d.getLong();
+      r.retentionMs = d.getLong();
+      r.completedAt = d.getLong();
+      int maxResponse = t.bounds.maxResponseBytes();
+      r.response = d.getBytes(maxResponse, "response");
+      if (r.fingerprint == null
+          || r.token < 1
+          || r.token > t.lastToken
+          || r.retentionMs < 1
+          || t.records.containsKey(id)
+          || (!t.records.isEmpty() && t.records.lastKey().compareTo(id) >= 0)) {
+        throw new SnapshotFormatException("bad key record " + i);
+      }
+      t.records.put(id, r);
+      t.index.put(id, r);
+      t.expiry.add(new Due(r.expiresAt(), id));
+    }
+    d.verifyChecksum();
+    return t;
+  }
+
+  private static String text(SnapshotDecoder d, int max, String what) throws IOException {
+    byte[] b = d.getBytes(max, what);
+    if (b == null) {
+      throw new SnapshotFormatException("missing " + what);
+    }
+    return new String(b, StandardCharsets.UTF_8);
+  }
+
+  /** A SHA-256 of the snapshot encoding, in hex: equal for equal states. */
+  public String digest() {
+    MessageDigest sha;
+    try {
+      sha = MessageDigest.getInstance("SHA-256");
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    }
+    try {
+      write(new SnapshotEncoder(sha::update));
+    } catch (IOException e) {
+      throw new IllegalStateException("digest sink cannot fail", e);
+    }
+    return HexFormat.of().formatHex(sha.digest());
+  }
+}

@@ -1,0 +1,140 @@
+package io.idem.core;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.idem.core.KeyTable.Acquisition;
+import io.idem.core.KeyTable.KeyId;
+import io.idem.core.KeyTable.Settlement;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.constraints.IntRange;
+
+/**
+ * {@link KeyTable} against a plain reference model, over random operations on a few keys by owners
+ * that pause, retry and go stale: the answers agree with the model, tokens only grow, a takeover
+ * happens only after the owner's deadline, a stale token never changes anything, and a replica
+ * restored from a snapshot midway gives the same answers and digest as one that was not.
+ */
+class KeyTableProperties {
+  static final long DAY = 86_400_000;
+
+  /** The model's record of one key. */
+  static final class Model {
+    byte[] fp;
+    long token;
+    long deadline;
+    long retention;
+    byte[] response;
+    long completedAt;
+
+    long expiresAt() {
+      return (response != null ? completedAt : deadline) + retention;
+    }
+  }
+
+  @Property(tries = 300)
+  void theTableKeepsTheKeyPromises(
+      @ForAll long seed,
+      @ForAll @IntRange(min = 1, max = 400) int steps,
+      @ForAll @IntRange(min = 0, max = 399) int snapshotAt)
+      throws IOException {
+    Random r = new Random(seed);
+    KeyTable table = new KeyTable(KeyTable.Bounds.DEFAULTS);
+    KeyTable replica = new KeyTable(KeyTable.Bounds.DEFAULTS);
+    Map<KeyId, Model> model = new HashMap<>();
+    Map<KeyId, Long> lastTokenSeen = new HashMap<>();
+    List<Long> tokensHeld = new ArrayList<>();
+    long now = 1_000_000;
+    long token = 0;
+    byte[][] fps = {{1}, {2}};
+    for (int step = 0; step < steps; step++) {
+      if (step == snapshotAt) {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        replica.writeSnapshot(out);
+        replica = KeyTable.readSnapshot(new ByteArrayInputStream(out.toByteArray()));
+      }
+      now += r.nextInt(3) == 0 ? r.nextInt(120_000) : r.nextInt(100);
+      KeyId id = new KeyId("s", "k" + r.nextInt(3));
+      // The model expires first, as the table does.
+      Model m = model.get(id);
+      if (m != null && m.expiresAt() < now) {
+        model.remove(id);
+        m = null;
+      }
+      int kind = r.nextInt(10);
+      if (kind < 4) {
+        byte[] fp = fps[r.nextInt(10) == 0 ? 1 : 0];
+        long timeout = 1 + r.nextInt(60_000);
+        long retention = 1 + r.nextInt(300_000);
+        long tk = ++token;
+        Acquisition a = table.acquire(id, fp, timeout, retention, tk, now);
+        assertThat(replica.acquire(id, fp, timeout, retention, tk, now)).isEqualTo(a);
+        if (m != null && !Arrays.equals(m.fp, fp)) {
+          assertThat(a).isEqualTo(new Acquisition.Mismatch());
+        } else if (m != null && m.response != null) {
+          assertThat(a).isInstanceOf(Acquisition.Completed.class);
+          assertThat(((Acquisition.Completed) a).response()).isEqualTo(m.response);
+        } else if (m != null && m.deadline >= now) {
+          assertThat(a).isEqualTo(new Acquisition.InProgress(m.deadline));
+        } else {
+          assertThat(a).isEqualTo(new Acquisition.Acquired(tk, now + timeout, m != null));
+          assertThat(tk).as("tokens only grow").isGreaterThan(lastTokenSeen.getOrDefault(id, 0L));
+          lastTokenSeen.put(id, tk);
+          if (m == null) {
+            m = new Model();
+            m.fp = fp;
+            model.put(id, m);
+          }
+          m.token = tk;
+          m.deadline = now + timeout;
+          m.retention = retention;
+          tokensHeld.add(tk);
+        }
+      } else {
+        // An owner acts with a token it once held: the current one, or a stale one.
+        long tk = tokensHeld.isEmpty() ? 1 : tokensHeld.get(r.nextInt(tokensHeld.size()));
+        boolean owns = m != null && m.response == null && m.token == tk;
+        Settlement s;
+        Settlement again;
+        if (kind < 7) {
+          byte[] response = {(byte) step};
+          s = table.complete(id, tk, response, now);
+          again = replica.complete(id, tk, response, now);
+          if (owns) {
+            m.response = response;
+            m.completedAt = now;
+          }
+        } else if (kind < 9) {
+          long ext = 1 + r.nextInt(60_000);
+          s = table.renew(id, tk, ext, now);
+          again = replica.renew(id, tk, ext, now);
+          if (owns) {
+            m.deadline = now + ext;
+          }
+        } else {
+          s = table.release(id, tk, now);
+          again = replica.release(id, tk, now);
+          if (owns) {
+            model.remove(id);
+          }
+        }
+        assertThat(again).isEqualTo(s);
+        if (owns) {
+          assertThat(s).isInstanceOf(Settlement.Done.class);
+        } else {
+          assertThat(s).as("a stale token changes nothing").isInstanceOf(Settlement.Fenced.class);
+        }
+      }
+      assertThat(replica.digest()).isEqualTo(table.digest());
+    }
+  }
+}

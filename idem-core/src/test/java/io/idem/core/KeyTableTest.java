@@ -1,0 +1,180 @@
+package io.idem.core;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.idem.core.KeyTable.Acquisition;
+import io.idem.core.KeyTable.KeyId;
+import io.idem.core.KeyTable.Settlement;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import org.junit.jupiter.api.Test;
+
+/** Each transition of a key record, named by what it guarantees. */
+class KeyTableTest {
+  static final KeyId PAY = new KeyId("tenant-a", "payment-42");
+  static final byte[] FP = {1, 2, 3};
+  static final long MIN = 60_000;
+  static final long DAY = 86_400_000;
+
+  final KeyTable t = new KeyTable(KeyTable.Bounds.DEFAULTS);
+  long token = 100;
+  long now = 1_000_000;
+
+  Acquisition acquire(KeyId id, byte[] fp) {
+    return t.acquire(id, fp, MIN, DAY, ++token, now);
+  }
+
+  static byte[] utf8(String s) {
+    return s.getBytes(StandardCharsets.UTF_8);
+  }
+
+  @Test
+  void aNewKeyIsAcquiredWithTheTokenAndADeadlineInLogTime() {
+    Acquisition a = acquire(PAY, FP);
+    assertThat(a).isEqualTo(new Acquisition.Acquired(101, now + MIN, false));
+    assertThat(t.currentToken(PAY)).isEqualTo(101);
+  }
+
+  @Test
+  void aHeldKeyAnswersInProgressUntilItsDeadlineThenIsTakenOverWithAGreaterToken() {
+    acquire(PAY, FP);
+    now += MIN;
+    assertThat(acquire(PAY, FP)).isEqualTo(new Acquisition.InProgress(now));
+    now += 1;
+    Acquisition a = acquire(PAY, FP);
+    assertThat(a).isInstanceOf(Acquisition.Acquired.class);
+    Acquisition.Acquired taken = (Acquisition.Acquired) a;
+    assertThat(taken.takeover()).isTrue();
+    assertThat(taken.token()).isEqualTo(token).isGreaterThan(101);
+  }
+
+  @Test
+  void theOwnerWhoseKeyWasTakenOverIsFencedEverywhere() {
+    long stale = ((Acquisition.Acquired) acquire(PAY, FP)).token();
+    now += MIN + 1;
+    long current = ((Acquisition.Acquired) acquire(PAY, FP)).token();
+    assertThat(t.complete(PAY, stale, utf8("late"), now)).isEqualTo(new Settlement.Fenced(current));
+    assertThat(t.renew(PAY, stale, MIN, now)).isEqualTo(new Settlement.Fenced(current));
+    assertThat(t.release(PAY, stale, now)).isEqualTo(new Settlement.Fenced(current));
+    assertThat(t.complete(PAY, current, utf8("ok"), now)).isEqualTo(new Settlement.Done(0));
+    assertThat(acquire(PAY, FP)).isInstanceOf(Acquisition.Completed.class);
+  }
+
+  @Test
+  void aCompletedKeyReplaysItsResponseUntilItsRetentionEnds() {
+    long tk = ((Acquisition.Acquired) acquire(PAY, FP)).token();
+    t.complete(PAY, tk, utf8("receipt"), now);
+    long completedAt = now;
+    now += DAY;
+    Acquisition a = acquire(PAY, FP);
+    assertThat(a).isInstanceOf(Acquisition.Completed.class);
+    assertThat(((Acquisition.Completed) a).response()).isEqualTo(utf8("receipt"));
+    assertThat(((Acquisition.Completed) a).completedAt()).isEqualTo(completedAt);
+    now += 1;
+    assertThat(acquire(PAY, FP)).isInstanceOf(Acquisition.Acquired.class);
+  }
+
+  @Test
+  void anotherFingerprintIsAMismatchAndChangesNothing() {
+    acquire(PAY, FP);
+    String before = t.digest();
+    assertThat(acquire(PAY, new byte[] {9})).isEqualTo(new Acquisition.Mismatch());
+    assertThat(t.digest()).isEqualTo(before);
+  }
+
+  @Test
+  void aReleasedKeyCanBeAcquiredAgainAtOnce() {
+    long tk = ((Acquisition.Acquired) acquire(PAY, FP)).token();
+    assertThat(t.release(PAY, tk, now)).isEqualTo(new Settlement.Done(0));
+    assertThat(t.size()).isZero();
+    assertThat(acquire(PAY, FP)).isInstanceOf(Acquisition.Acquired.class);
+  }
+
+  @Test
+  void renewMovesTheDeadlineSoThatNoTakeoverHappens() {
+    long tk = ((Acquisition.Acquired) acquire(PAY, FP)).token();
+    now += MIN - 1;
+    assertThat(t.renew(PAY, tk, MIN, now)).isEqualTo(new Settlement.Done(now + MIN));
+    now += MIN - 1;
+    assertThat(acquire(PAY, FP)).isInstanceOf(Acquisition.InProgress.class);
+  }
+
+  @Test
+  void theOwnerMayStillCompleteAfterItsDeadlineIfNobodyTookOver() {
+    long tk = ((Acquisition.Acquired) acquire(PAY, FP)).token();
+    now += 10 * MIN;
+    assertThat(t.complete(PAY, tk, utf8("slow"), now)).isEqualTo(new Settlement.Done(0));
+  }
+
+  @Test
+  void anUnfinishedRecordExpiresOneRetentionAfterItsDeadline() {
+    acquire(PAY, FP);
+    now += MIN + DAY;
+    assertThat(t.expire(now)).isZero();
+    now += 1;
+    assertThat(t.expire(now)).isEqualTo(1);
+    assertThat(t.currentToken(PAY)).isZero();
+  }
+
+  @Test
+  void scopesSeparateKeys() {
+    acquire(PAY, FP);
+    assertThat(acquire(new KeyId("tenant-b", "payment-42"), new byte[] {7}))
+        .isInstanceOf(Acquisition.Acquired.class);
+  }
+
+  @Test
+  void boundsAreCheckedWithAClearReasonAndChangeNothing() {
+    String before = t.digest();
+    assertThat(acquire(new KeyId("s", "k".repeat(256)), FP))
+        .isEqualTo(new Acquisition.Invalid("key is 256 characters, the limit is 255"));
+    assertThat(acquire(new KeyId("s", ""), FP)).isInstanceOf(Acquisition.Invalid.class);
+    assertThat(t.acquire(PAY, FP, MIN, 8 * DAY, ++token, now))
+        .isInstanceOf(Acquisition.Invalid.class);
+    assertThat(t.acquire(PAY, new byte[65], MIN, DAY, ++token, now))
+        .isInstanceOf(Acquisition.Invalid.class);
+    long tk = ((Acquisition.Acquired) acquire(PAY, FP)).token();
+    before = t.digest();
+    assertThat(t.complete(PAY, tk, new byte[64 * 1024 + 1], now))
+        .isInstanceOf(Settlement.Invalid.class);
+    assertThat(t.renew(PAY, tk, 0, now)).isInstanceOf(Settlement.Invalid.class);
+    assertThat(t.digest()).isEqualTo(before);
+  }
+
+  @Test
+  void aTokenThatDoesNotGrowIsTheCallersBug() {
+    acquire(PAY, FP);
+    assertThatThrownBy(() -> t.acquire(new KeyId("s", "other"), FP, MIN, DAY, token, now))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
+  void aSnapshotRestoresTheSameStateAndRefusesCorruption() throws IOException {
+    long tk = ((Acquisition.Acquired) acquire(PAY, FP)).token();
+    t.complete(PAY, tk, utf8("r"), now);
+    acquire(new KeyId("s", "held"), FP);
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    t.writeSnapshot(out);
+    byte[] bytes = out.toByteArray();
+    KeyTable back = KeyTable.readSnapshot(new ByteArrayInputStream(bytes));
+    assertThat(back.digest()).isEqualTo(t.digest());
+    assertThat(back.size()).isEqualTo(2);
+    // The restored table goes on exactly as the original would.
+    now += MIN + 1;
+    Acquisition a = back.acquire(new KeyId("s", "held"), FP, MIN, DAY, ++token, now);
+    assertThat(t.acquire(new KeyId("s", "held"), FP, MIN, DAY, token, now)).isEqualTo(a);
+    for (int i = 0; i < bytes.length; i++) {
+      byte[] flipped = bytes.clone();
+      flipped[i] ^= 0x20;
+      assertThatThrownBy(() -> KeyTable.readSnapshot(new ByteArrayInputStream(flipped)))
+          .as("flipped byte %d", i)
+          .isInstanceOf(IOException.class);
+    }
+    assertThatThrownBy(
+            () -> KeyTable.readSnapshot(new ByteArrayInputStream(bytes, 0, bytes.length - 1)))
+        .isInstanceOf(IOException.class);
+  }
+}
