@@ -118,7 +118,7 @@ public final class IdemServer implements AutoCloseable {
 
   /** The log index of the last entry this node applied. */
   public long appliedIndex() {
-    return stateMachine.inspect(s -> s.appliedIndex);
+    return stateMachine.inspect(ReplicatedState::appliedIndex);
   }
 
   /**
@@ -156,15 +156,15 @@ public final class IdemServer implements AutoCloseable {
             .setCommandsAppended(batcher.commandsAppended());
     stateMachine.inspect(
         s ->
-            b.setAppliedIndex(s.appliedIndex)
+            b.setAppliedIndex(s.appliedIndex())
                 .setLiveSessions(s.sessions.size())
-                .setDuplicatesSuppressed(s.duplicatesSuppressed)
+                .setDuplicatesSuppressed(s.duplicatesSuppressed())
                 .setKeys(s.kv.size())
                 .setLeases(s.leases.size())
-                .setLogTimeMs(s.clock)
-                .setLimits(s.config().limitsProto())
-                .setSessions(s.config().boundsProto())
-                .setConfigRevision(s.configRevision));
+                .setLogTimeMs(s.clock())
+                .setLimits(s.configuration.current().limitsProto())
+                .setSessions(s.configuration.current().boundsProto())
+                .setConfigRevision(s.configuration.revision()));
     b.setLogStartIndex(logStartIndex());
     try {
       DivisionInfo info = raft.division();

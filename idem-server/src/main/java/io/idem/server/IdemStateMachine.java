@@ -77,12 +77,12 @@ final class IdemStateMachine extends BaseStateMachine {
    * it (they decide nothing: the replicated configuration does). Called under the lock.
    */
   private void noteConfiguration() {
-    configured = state.configured();
-    if (state.configRevision == reportedRevision) {
+    configured = state.configuration.configured();
+    if (state.configuration.revision() == reportedRevision) {
       return;
     }
-    reportedRevision = state.configRevision;
-    ReplicatedConfig replicated = state.config();
+    reportedRevision = state.configuration.revision();
+    ReplicatedConfig replicated = state.configuration.current();
     if (!configured) {
       return;
     }
@@ -93,10 +93,12 @@ final class IdemStateMachine extends BaseStateMachine {
               + " RPC",
           local,
           replicated,
-          state.configRevision);
+          state.configuration.revision());
     } else {
       LOG.info(
-          "replicated configuration {} (set at log index {})", replicated, state.configRevision);
+          "replicated configuration {} (set at log index {})",
+          replicated,
+          state.configuration.revision());
     }
   }
 
@@ -175,10 +177,10 @@ final class IdemStateMachine extends BaseStateMachine {
     }
     EntryResult result;
     synchronized (lock) {
-      long revision = state.configRevision;
+      long revision = state.configuration.revision();
       result = state.apply(entry.getIndex(), entry.getTerm(), parsed, answering);
       updateLastAppliedTermIndex(entry.getTerm(), entry.getIndex());
-      if (state.configRevision != revision) {
+      if (state.configuration.revision() != revision) {
         noteConfiguration();
       }
     }
@@ -282,7 +284,7 @@ final class IdemStateMachine extends BaseStateMachine {
   /** The front door's secret check, before anything reaches the log. */
   Authentication authenticate(long clientId, long secretHi, long secretLo) {
     synchronized (lock) {
-      if (state.sessions.session(clientId).isEmpty()) {
+      if (!state.sessions.exists(clientId)) {
         return Authentication.UNKNOWN_SESSION;
       }
       return state.sessions.authenticate(clientId, secretHi, secretLo)

@@ -1,7 +1,5 @@
 package io.idem.server;
 
-import com.google.protobuf.ByteString;
-import io.idem.core.SessionTable;
 import io.idem.core.SnapshotFormatException;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
@@ -11,49 +9,66 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
-import java.nio.charset.StandardCharsets;
 import java.security.DigestOutputStream;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
-import java.util.ArrayList;
 import java.util.HexFormat;
-import java.util.List;
-import java.util.Map;
 import java.util.zip.CRC32C;
 import java.util.zip.CheckedInputStream;
 import java.util.zip.CheckedOutputStream;
 
 /**
- * The state machine's snapshot, format version 3. Big-endian:
+ * The state machine's snapshot, format version 4: a sequence of sections, one per domain of the
+ * {@link ReplicatedState}, each written and read by the domain that owns it. Big-endian:
  *
  * <pre>
- * int magic = 0x49444D4B ("IDMK"), int version = 3
- * long appliedIndex, long appliedTerm, long clock, long lastTerm, long duplicatesSuppressed
- * long configRevision (0: no configuration applied); if above 0, the replicated limits:
- *   int maxKeyBytes, int maxValueBytes, int maxNameChars, long maxLeaseTtlMs
- * int leaseCount; per lease, by name: utf name, long holder (session id; absent in version 1),
- *   long ttlMs, long expiresAtMs
- * int keyCount; per key, in key order:
- *   utf key, byte kind (0 value, 1 list), long version, long createRevision, long modRevision,
- *   utf lease ("" for none), value: int length + bytes, or list: int count, then length + bytes each
- * the session table's own snapshot (io.idem.core, with its own CRC32C; it carries the session
- *   bounds of the replicated configuration)
+ * int magic = 0x49444D4B ("IDMK"), int version = 4
+ * per section, in ascending id: int id, long length, then length bytes written by its domain
+ *   1 the log position (ReplicatedState)   2 the replicated configuration (ConfigState)
+ *   3 leases (LeaseState)                  4 keys and values (KvState)
+ *   5 sessions (SessionState: idem-core's own snapshot, with its own CRC32C)
  * int CRC32C of every byte above
  * </pre>
  *
- * <p>Older versions are still read. Version 2 had no configuration (nodes decided by their own
- * flags): it is read as not configured, with the default limits and the session bounds its session
- * table carries, and the next leader bootstraps a configuration. Version 1 also had no lease
- * holders. Golden files pin every version ({@code StateSnapshotFormatTest}).
+ * <p>Every section is required, in this order ({@link ReplicatedState#sections}), and must fill
+ * exactly its length. A later version adds a section (a new domain) with a new id and a new version
+ * number; the other sections' bytes stay as they are, and older snapshots are read with the new
+ * section empty.
  *
- * <p>The reader checks the magic, version, ranges and the checksum before it returns a state.
+ * <p>Versions 1 to 3 had no framing: the same sections' bytes, in the same order, one after the
+ * other, and the CRC32C. They are still read, each section by its domain from the version's bytes.
+ * Version 3 has every section. Version 2 had no configuration (nodes decided by their own flags):
+ * it is read as not configured, with the default limits and the session bounds its session table
+ * carries, and the next leader bootstraps a configuration. Version 1 also had no lease holders.
+ * Golden files pin versions 2 to 4 ({@code StateSnapshotFormatTest}).
+ *
+ * <p>The reader checks the magic, version, framing, ranges and the checksum before it returns a
+ * state.
  */
 final class StateSnapshot {
   static final int MAGIC = 0x49444D4B;
-  static final int VERSION = 3;
+  static final int VERSION = 4;
 
   /** The oldest version the reader still reads. */
   static final int OLDEST_VERSION = 1;
+
+  /** The first version whose sections carry an id and a length. */
+  static final int FRAMED_SINCE_VERSION = 4;
+
+  /**
+   * The version the digest names: it hashes version 3's layout (header, then the sections' bytes
+   * without framing), so that the same state has the same digest as before version 4.
+   */
+  private static final int DIGEST_VERSION = 3;
+
+  /**
+   * One section of the snapshot.
+   *
+   * @param id its id in a framed snapshot; ascending in the order of sections
+   * @param sinceVersion the first snapshot version that carries it; older ones leave it empty
+   * @param part the domain that writes and reads it
+   */
+  record Section(int id, int sinceVersion, StateSection part) {}
 
   private StateSnapshot() {}
 
@@ -61,13 +76,23 @@ final class StateSnapshot {
     CRC32C crc = new CRC32C();
     CheckedOutputStream checked = new CheckedOutputStream(target, crc);
     DataOutputStream out = new DataOutputStream(new BufferedOutputStream(checked, 1 << 16));
-    writeBody(s, out);
+    out.writeInt(MAGIC);
+    out.writeInt(VERSION);
+    for (Section section : s.sections) {
+      out.writeInt(section.id());
+      // Measured by writing it once to nowhere: no copy of a large section is held in memory.
+      out.writeLong(sizeOf(section.part()));
+      section.part().writeSection(out);
+    }
     out.flush();
     new DataOutputStream(target).writeInt((int) crc.getValue());
     target.flush();
   }
 
-  /** The SHA-256 of the canonical encoding, in hex: equal states give equal digests. */
+  /**
+   * The SHA-256 of the state's canonical encoding, in hex: equal states give equal digests. It
+   * hashes the magic, {@link #DIGEST_VERSION}, and every section's bytes in order, without framing.
+   */
   static String digest(ReplicatedState s) {
     try {
       MessageDigest sha = MessageDigest.getInstance("SHA-256");
@@ -75,7 +100,11 @@ final class StateSnapshot {
           new DataOutputStream(
               new BufferedOutputStream(
                   new DigestOutputStream(OutputStream.nullOutputStream(), sha), 1 << 16));
-      writeBody(s, out);
+      out.writeInt(MAGIC);
+      out.writeInt(DIGEST_VERSION);
+      for (Section section : s.sections) {
+        section.part().writeSection(out);
+      }
       out.flush();
       return HexFormat.of().formatHex(sha.digest());
     } catch (NoSuchAlgorithmException | IOException e) {
@@ -83,52 +112,8 @@ final class StateSnapshot {
     }
   }
 
-  private static void writeBody(ReplicatedState s, DataOutputStream out) throws IOException {
-    out.writeInt(MAGIC);
-    out.writeInt(VERSION);
-    out.writeLong(s.appliedIndex);
-    out.writeLong(s.appliedTerm);
-    out.writeLong(s.clock);
-    out.writeLong(s.lastTerm);
-    out.writeLong(s.duplicatesSuppressed);
-    out.writeLong(s.configRevision);
-    if (s.configured()) {
-      out.writeInt(s.limits.maxKeyBytes());
-      out.writeInt(s.limits.maxValueBytes());
-      out.writeInt(s.limits.maxNameChars());
-      out.writeLong(s.limits.maxLeaseTtlMs());
-    }
-    out.writeInt(s.leases.size());
-    for (LeaseTable.Lease l : s.leases.all()) {
-      writeString(out, l.name);
-      out.writeLong(l.holder);
-      out.writeLong(l.ttlMs);
-      out.writeLong(l.expiresAtMs);
-    }
-    out.writeInt(s.kv.size());
-    for (Map.Entry<String, KvStore.Entry> kv : s.kv.all()) {
-      KvStore.Entry e = kv.getValue();
-      writeString(out, kv.getKey());
-      out.writeByte(e.isList() ? 1 : 0);
-      out.writeLong(e.version);
-      out.writeLong(e.createRevision);
-      out.writeLong(e.modRevision);
-      writeString(out, e.lease == null ? "" : e.lease);
-      if (e.isList()) {
-        out.writeInt(e.elements.size());
-        for (ByteString b : e.elements) {
-          writeBytes(out, b);
-        }
-      } else {
-        writeBytes(out, e.value);
-      }
-    }
-    out.flush();
-    s.sessions.writeSnapshot(out);
-  }
-
   /**
-   * Reads a snapshot written by {@link #write}.
+   * Reads a snapshot written by {@link #write}, or by an older version's writer.
    *
    * @throws SnapshotFormatException if it is corrupt, truncated or of an unknown version
    */
@@ -152,52 +137,16 @@ final class StateSnapshot {
                 + VERSION);
       }
       ReplicatedState s = new ReplicatedState();
-      s.appliedIndex = in.readLong();
-      s.appliedTerm = in.readLong();
-      s.clock = in.readLong();
-      s.lastTerm = in.readLong();
-      s.duplicatesSuppressed = in.readLong();
-      if (version >= 3) {
-        readConfig(in, s);
-      }
-      int leases = count(in.readInt(), "lease");
-      for (int i = 0; i < leases; i++) {
-        String name = readString(in);
-        long holder = version == 1 ? 0 : in.readLong();
-        s.leases.restore(name, holder, in.readLong(), in.readLong());
-      }
-      int keys = count(in.readInt(), "key");
-      for (int i = 0; i < keys; i++) {
-        String key = readString(in);
-        KvStore.Entry e = new KvStore.Entry();
-        int kind = in.readByte();
-        e.version = in.readLong();
-        e.createRevision = in.readLong();
-        e.modRevision = in.readLong();
-        String lease = readString(in);
-        if (kind == 1) {
-          int n = count(in.readInt(), "list element");
-          List<ByteString> elements = new ArrayList<>(Math.min(n, 1024));
-          for (int j = 0; j < n; j++) {
-            elements.add(readBytes(in));
-          }
-          e.elements = elements;
-        } else if (kind == 0) {
-          e.value = readBytes(in);
+      for (Section section : s.sections) {
+        if (section.sinceVersion() > version) {
+          continue;
+        }
+        if (version >= FRAMED_SINCE_VERSION) {
+          readFramed(in, section, version);
         } else {
-          throw new SnapshotFormatException("key \"" + key + "\": unknown kind " + kind);
+          section.part().readSection(in, version);
         }
-        if (!lease.isEmpty()) {
-          LeaseTable.Lease l = s.leases.get(lease);
-          if (l == null) {
-            throw new SnapshotFormatException("key \"" + key + "\": unknown lease " + lease);
-          }
-          e.lease = lease;
-          l.keys.add(key);
-        }
-        s.kv.restore(key, e);
       }
-      s.sessions = SessionTable.readSnapshot(in);
       int expected = (int) crc.getValue();
       int stored = new DataInputStream(buffered).readInt();
       if (stored != expected) {
@@ -205,66 +154,96 @@ final class StateSnapshot {
             String.format(
                 "state snapshot checksum mismatch: stored %08x, computed %08x", stored, expected));
       }
+      s.checkRestored();
       return s;
     } catch (EOFException e) {
       throw new SnapshotFormatException("truncated state snapshot", e);
     }
   }
 
-  private static void readConfig(DataInputStream in, ReplicatedState s) throws IOException {
-    s.configRevision = in.readLong();
-    if (s.configRevision < 0 || s.configRevision > s.appliedIndex) {
-      throw new SnapshotFormatException(
-          "configuration revision " + s.configRevision + " out of [0, " + s.appliedIndex + "]");
+  private static void readFramed(DataInputStream in, Section section, int version)
+      throws IOException {
+    int id = in.readInt();
+    if (id != section.id()) {
+      throw new SnapshotFormatException("expected section " + section.id() + ", found " + id);
     }
-    if (s.configured()) {
-      int key = in.readInt();
-      int value = in.readInt();
-      int name = in.readInt();
-      long leaseTtl = in.readLong();
-      String bad = Limits.problem(key, value, name, leaseTtl);
-      if (bad != null) {
-        throw new SnapshotFormatException("replicated limits: " + bad);
+    long length = in.readLong();
+    if (length < 0) {
+      throw new SnapshotFormatException("section " + id + ": negative length " + length);
+    }
+    Bounded body = new Bounded(in, length);
+    try {
+      section.part().readSection(new DataInputStream(body), version);
+    } catch (EOFException e) {
+      if (body.remaining > 0) {
+        throw e; // the input ended, not the section
       }
-      s.limits = new Limits(key, value, name, leaseTtl);
+      throw new SnapshotFormatException("section " + id + " is longer than its length " + length);
+    }
+    if (body.remaining > 0) {
+      throw new SnapshotFormatException(
+          "section " + id + ": " + body.remaining + " of its " + length + " bytes unread");
     }
   }
 
-  private static int count(int n, String what) throws SnapshotFormatException {
-    if (n < 0) {
-      throw new SnapshotFormatException("negative " + what + " count " + n);
+  private static long sizeOf(StateSection part) throws IOException {
+    Counter counter = new Counter();
+    DataOutputStream out = new DataOutputStream(new BufferedOutputStream(counter, 1 << 16));
+    part.writeSection(out);
+    out.flush();
+    return counter.count;
+  }
+
+  /** Counts the bytes written to it, and drops them. */
+  private static final class Counter extends OutputStream {
+    long count;
+
+    @Override
+    public void write(int b) {
+      count++;
     }
-    return n;
-  }
 
-  private static void writeString(DataOutputStream out, String s) throws IOException {
-    byte[] b = s.getBytes(StandardCharsets.UTF_8);
-    out.writeInt(b.length);
-    out.write(b);
-  }
-
-  private static String readString(DataInputStream in) throws IOException {
-    return new String(readRaw(in), StandardCharsets.UTF_8);
-  }
-
-  private static void writeBytes(DataOutputStream out, ByteString b) throws IOException {
-    out.writeInt(b.size());
-    b.writeTo(out);
-  }
-
-  private static ByteString readBytes(DataInputStream in) throws IOException {
-    return ByteString.copyFrom(readRaw(in));
-  }
-
-  private static byte[] readRaw(DataInputStream in) throws IOException {
-    int n = in.readInt();
-    if (n < 0 || n > SessionTable.MAX_RESPONSE_BYTES) {
-      throw new SnapshotFormatException("length " + n + " out of range");
+    @Override
+    public void write(byte[] b, int off, int len) {
+      count += len;
     }
-    byte[] b = in.readNBytes(n);
-    if (b.length != n) {
-      throw new EOFException();
+  }
+
+  /** At most {@code remaining} bytes of another stream: one section's. */
+  private static final class Bounded extends InputStream {
+    private final InputStream in;
+    long remaining;
+
+    Bounded(InputStream in, long length) {
+      this.in = in;
+      this.remaining = length;
     }
-    return b;
+
+    @Override
+    public int read() throws IOException {
+      if (remaining == 0) {
+        return -1;
+      }
+      int b = in.read();
+      if (b >= 0) {
+        remaining--;
+      }
+      return b;
+    }
+
+    @Override
+    public int read(byte[] b, int off, int len) throws IOException {
+      if (len == 0) {
+        return 0;
+      }
+      if (remaining == 0) {
+        return -1;
+      }
+      int n = in.read(b, off, (int) Math.min(len, remaining));
+      if (n > 0) {
+        remaining -= n;
+      }
+      return n;
+    }
   }
 }

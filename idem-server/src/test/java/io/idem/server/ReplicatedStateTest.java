@@ -103,7 +103,7 @@ class ReplicatedStateTest {
     assertThat(retry.getDuplicate()).isTrue();
     assertThat(retry.getResult()).isEqualTo(first.getResult());
     assertThat(send(b, 1, grant("lock")).getResult().getCode()).isEqualTo(Code.DUPLICATE_LEASE);
-    assertThat(state.duplicatesSuppressed).isEqualTo(1);
+    assertThat(state.duplicatesSuppressed()).isEqualTo(1);
   }
 
   private static Operation keepAlive(String name) {
@@ -288,7 +288,7 @@ class ReplicatedStateTest {
     ReplicatedState back = StateSnapshot.read(new ByteArrayInputStream(out.toByteArray()));
     assertThat(StateSnapshot.digest(back)).isEqualTo(StateSnapshot.digest(state));
     assertThat(back.get("k").getLease()).isEqualTo("L");
-    assertThat(back.leases.get("L").holder)
+    assertThat(back.leases.holder("L").getAsLong())
         .as("the holder survives a snapshot")
         .isEqualTo(a.getClientId());
     byte[] bad = out.toByteArray();
@@ -322,7 +322,9 @@ class ReplicatedStateTest {
     for (LogEntry e : applied) {
       assertThat(follower.apply(++i, 1, e, false).getResultsCount()).isZero();
     }
-    assertThat(follower.duplicatesSuppressed).isEqualTo(state.duplicatesSuppressed).isEqualTo(1);
+    assertThat(follower.duplicatesSuppressed())
+        .isEqualTo(state.duplicatesSuppressed())
+        .isEqualTo(1);
     assertThat(StateSnapshot.digest(follower)).isEqualTo(StateSnapshot.digest(state));
   }
 
@@ -351,8 +353,8 @@ class ReplicatedStateTest {
 
   @Test
   void beforeAnyConfigurationTheCodeDefaultsDecide() {
-    assertThat(state.configured()).isFalse();
-    assertThat(state.config()).isEqualTo(ReplicatedConfig.DEFAULTS);
+    assertThat(state.configuration.configured()).isFalse();
+    assertThat(state.configuration.current()).isEqualTo(ReplicatedConfig.DEFAULTS);
     RegisterReply a = register("a");
     assertThat(a.getWindow()).isEqualTo(SessionTableConfig.DEFAULT_WINDOW);
     assertThat(a.getLimits().getMaxValueBytes()).isEqualTo(Limits.DEFAULT_MAX_VALUE_BYTES);
@@ -369,15 +371,15 @@ class ReplicatedStateTest {
     ConfigureReply second = configureEntry(configure(true, 20, 8), configure(true, 30, 16));
     assertThat(second.getCode()).isEqualTo(Code.OK);
     assertThat(second.getConfigRevision()).isEqualTo(revision);
-    assertThat(state.config().limits().maxValueBytes()).isEqualTo(10);
-    assertThat(state.config().sessions().window()).isEqualTo(4);
-    assertThat(state.config().limits().maxKeyBytes())
+    assertThat(state.configuration.current().limits().maxValueBytes()).isEqualTo(10);
+    assertThat(state.configuration.current().sessions().window()).isEqualTo(4);
+    assertThat(state.configuration.current().limits().maxKeyBytes())
         .as("a field left 0 keeps its value")
         .isEqualTo(Limits.DEFAULT_MAX_KEY_BYTES);
 
     RegisterReply a = register("a");
     assertThat(a.getWindow()).isEqualTo(4);
-    assertThat(a.getLimits()).isEqualTo(state.config().limitsProto());
+    assertThat(a.getLimits()).isEqualTo(state.configuration.current().limitsProto());
     assertThat(send(a, 1, putOf(10)).getResult().getCode()).isEqualTo(Code.OK);
     ServerFrame over = send(a, 2, putOf(11));
     assertThat(over.getResult().getCode()).isEqualTo(Code.INVALID_ARGUMENT);
@@ -404,8 +406,8 @@ class ReplicatedStateTest {
   @Test
   void outOfRangeValuesAreRefusedNamedAndChangeNothing() {
     configureEntry(configure(true, 10, 4));
-    ReplicatedConfig before = state.config();
-    long revision = state.configRevision;
+    ReplicatedConfig before = state.configuration.current();
+    long revision = state.configuration.revision();
     Object[][] bad = {
       {configure(false, -1, 0), "max_value_bytes must be in [1, 2097152], got -1"},
       {configure(false, Limits.MAX_VALUE_BYTES_LIMIT + 1, 0), "max_value_bytes"},
@@ -432,7 +434,7 @@ class ReplicatedStateTest {
       assertThat(r.getCode()).isEqualTo(Code.INVALID_ARGUMENT);
       assertThat(r.getMessage()).contains((String) b[1]);
       assertThat(r.getConfigRevision()).isEqualTo(revision);
-      assertThat(state.config()).isEqualTo(before);
+      assertThat(state.configuration.current()).isEqualTo(before);
     }
   }
 
@@ -476,8 +478,8 @@ class ReplicatedStateTest {
             .build();
     EntryResult r = state.apply(++index, 1, old, true);
     assertThat(r.getResults(0).getConfigured().getCode()).isEqualTo(Code.INVALID_ARGUMENT);
-    assertThat(state.configured()).isFalse();
-    assertThat(state.config()).isEqualTo(ReplicatedConfig.DEFAULTS);
+    assertThat(state.configuration.configured()).isFalse();
+    assertThat(state.configuration.current()).isEqualTo(ReplicatedConfig.DEFAULTS);
   }
 
   @Test
@@ -487,8 +489,10 @@ class ReplicatedStateTest {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     StateSnapshot.write(state, out);
     ReplicatedState back = StateSnapshot.read(new ByteArrayInputStream(out.toByteArray()));
-    assertThat(back.config()).isEqualTo(state.config());
-    assertThat(back.configRevision).isEqualTo(state.configRevision).isEqualTo(1);
+    assertThat(back.configuration.current()).isEqualTo(state.configuration.current());
+    assertThat(back.configuration.revision())
+        .isEqualTo(state.configuration.revision())
+        .isEqualTo(1);
     assertThat(StateSnapshot.digest(back)).isEqualTo(StateSnapshot.digest(state));
   }
 }

@@ -7,10 +7,16 @@ import io.idem.core.SessionTableConfig;
 import io.idem.core.SnapshotFormatException;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
 import java.io.IOException;
+import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
+import java.util.zip.CRC32C;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -18,14 +24,20 @@ import org.junit.jupiter.api.Test;
  * the reader still reads the older ones.
  *
  * <p>{@code state-v2.bin} was written by the version 2 code (before the replicated configuration)
- * from {@code GoldenStates.log(2)} with a session window of 16 in the node's own flags. To
+ * from {@code GoldenStates.log(2)} with a session window of 16 in the node's own flags, and {@code
+ * state-v3.bin} by the version 3 code (before sections) from {@code GoldenStates.log(3)}. To
  * regenerate the current version's file after a deliberate format change (which must also bump the
- * version): {@code ./mvnw -pl idem-server test -Dtest=StateSnapshotFormatTest
- * -Didem.golden.write=true}.
+ * version and keep the previous file): {@code ./mvnw -pl idem-server test
+ * -Dtest=StateSnapshotFormatTest -Didem.golden.write=true}.
  */
 class StateSnapshotFormatTest {
   private static final Path V2 = Path.of("src/test/resources/snapshots/state-v2.bin");
   private static final Path V3 = Path.of("src/test/resources/snapshots/state-v3.bin");
+  private static final Path V4 = Path.of("src/test/resources/snapshots/state-v4.bin");
+
+  /** {@code GoldenStates.state(3)}'s digest, as the version 3 code computed it. */
+  private static final String DIGEST_BEFORE_SECTIONS =
+      "e48813f0035af13078c1e28ef3a6554716dd79e515ec09b9504a3f9c1927dd00";
 
   private static byte[] bytesOf(ReplicatedState s) throws IOException {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
@@ -38,45 +50,131 @@ class StateSnapshotFormatTest {
   }
 
   @Test
-  void writerProducesTheGoldenBytesOfVersion3() throws IOException {
+  void writerProducesTheGoldenBytesOfVersion4() throws IOException {
     byte[] actual = bytesOf(GoldenStates.state(3));
     if (Boolean.getBoolean("idem.golden.write")) {
-      Files.write(V3, actual);
+      Files.write(V4, actual);
     }
-    assertThat(actual).isEqualTo(Files.readAllBytes(V3));
+    assertThat(actual).isEqualTo(Files.readAllBytes(V4));
+  }
+
+  @Test
+  void version4IsOneFramedSectionPerDomainInIdOrder() throws IOException {
+    List<Section> sections = sectionsOf(Files.readAllBytes(V4));
+    assertThat(sections).extracting(Section::id).containsExactly(1, 2, 3, 4, 5);
+    ReplicatedState s = read(Files.readAllBytes(V4));
+    assertThat(s.appliedIndex()).isEqualTo(5);
+    assertThat(s.configuration.revision()).isEqualTo(1);
+    assertThat(s.leases.holder("lock")).hasValue(2L * ReplicatedState.MAX_COMMANDS_PER_ENTRY);
+    assertThat(s.get("k").getLease()).isEqualTo("lock");
+    assertThat(s.sessions.size()).isEqualTo(2);
+    assertThat(StateSnapshot.digest(s)).isEqualTo(StateSnapshot.digest(GoldenStates.state(3)));
+  }
+
+  /** The sections' bytes are version 3's: the digest, which hashes them unframed, is unchanged. */
+  @Test
+  void theDigestOfAStateIsWhatItWasBeforeSections() throws IOException {
+    assertThat(StateSnapshot.digest(GoldenStates.state(3))).isEqualTo(DIGEST_BEFORE_SECTIONS);
+    assertThat(StateSnapshot.digest(read(Files.readAllBytes(V3))))
+        .isEqualTo(DIGEST_BEFORE_SECTIONS);
   }
 
   @Test
   void version3CarriesTheReplicatedConfiguration() throws IOException {
     ReplicatedState s = read(Files.readAllBytes(V3));
-    assertThat(s.configRevision).isEqualTo(1);
-    assertThat(s.limits).isEqualTo(new Limits(100, 1000, 10, 60_000));
-    assertThat(s.sessions.config()).isEqualTo(new SessionTableConfig(16, 100, 3_600_000, 64));
-    assertThat(s.appliedIndex).isEqualTo(5);
+    assertThat(s.configuration.revision()).isEqualTo(1);
+    assertThat(s.configuration.limits()).isEqualTo(new Limits(100, 1000, 10, 60_000));
+    assertThat(s.sessions.bounds()).isEqualTo(new SessionTableConfig(16, 100, 3_600_000, 64));
+    assertThat(s.appliedIndex()).isEqualTo(5);
     assertThat(StateSnapshot.digest(s)).isEqualTo(StateSnapshot.digest(GoldenStates.state(3)));
+    // Written again, it is the version 4 golden file.
+    assertThat(bytesOf(s)).isEqualTo(Files.readAllBytes(V4));
   }
 
   /** A version 2 snapshot had no configuration: the defaults and its session table's bounds. */
   @Test
   void version2IsReadAsNotConfigured() throws IOException {
     ReplicatedState s = read(Files.readAllBytes(V2));
-    assertThat(s.configured()).isFalse();
-    assertThat(s.limits).isEqualTo(Limits.DEFAULTS);
-    assertThat(s.sessions.config().window()).as("carried by the session table").isEqualTo(16);
-    assertThat(s.appliedIndex).isEqualTo(4);
+    assertThat(s.configuration.configured()).isFalse();
+    assertThat(s.configuration.limits()).isEqualTo(Limits.DEFAULTS);
+    assertThat(s.sessions.bounds().window()).as("carried by the session table").isEqualTo(16);
+    assertThat(s.appliedIndex()).isEqualTo(4);
     assertThat(s.sessions.size()).isEqualTo(2);
-    assertThat(s.leases.get("lock").holder).isEqualTo(ReplicatedState.MAX_COMMANDS_PER_ENTRY);
+    assertThat(s.leases.holder("lock")).hasValue(ReplicatedState.MAX_COMMANDS_PER_ENTRY);
     assertThat(s.get("k").getLease()).isEqualTo("lock");
     assertThat(s.get("n").getValue().toStringUtf8()).isEqualTo("5");
     assertThat(s.get("list").getElementsCount()).isEqualTo(1);
-    assertThat(s.duplicatesSuppressed).isEqualTo(1);
-    // Written again, it is a version 3 snapshot of the same state.
-    assertThat(StateSnapshot.digest(read(bytesOf(s)))).isEqualTo(StateSnapshot.digest(s));
+    assertThat(s.duplicatesSuppressed()).isEqualTo(1);
+    // Written again, it is a version 4 snapshot of the same state.
+    byte[] again = bytesOf(s);
+    assertThat(sectionsOf(again)).hasSize(5);
+    assertThat(StateSnapshot.digest(read(again))).isEqualTo(StateSnapshot.digest(s));
+  }
+
+  /**
+   * Version 1 had no lease holders: the version 2 golden file without them reads as the same state
+   * with leases any session may renew (holder 0).
+   */
+  @Test
+  void version1IsReadWithOwnerlessLeases() throws IOException {
+    byte[] v2 = Files.readAllBytes(V2);
+    ReplicatedState s = read(version1Of(v2));
+    assertThat(s.leases.holder("lock")).hasValue(0);
+    assertThat(s.get("k").getLease()).isEqualTo("lock");
+    assertThat(s.appliedIndex()).isEqualTo(4);
+    assertThat(s.sessions.size()).isEqualTo(2);
+  }
+
+  @Test
+  void everyFlippedByteOrTruncationOfVersion4IsRefused() throws IOException {
+    refusesEveryFlipAndCut(Files.readAllBytes(V4));
   }
 
   @Test
   void everyFlippedByteOrTruncationOfVersion3IsRefused() throws IOException {
-    byte[] golden = Files.readAllBytes(V3);
+    refusesEveryFlipAndCut(Files.readAllBytes(V3));
+  }
+
+  /** The framing is checked on its own, not only by the checksum. */
+  @Test
+  void aSectionMustFillExactlyItsLength() throws IOException {
+    List<Section> sections = sectionsOf(Files.readAllBytes(V4));
+    Section position = sections.get(0);
+    byte[] longer = Arrays.copyOf(position.body(), position.body().length + 1);
+    sections.set(0, new Section(1, longer));
+    assertThatThrownBy(() -> read(encode(sections)))
+        .isInstanceOf(SnapshotFormatException.class)
+        .hasMessageContaining("section 1: 1 of its 41 bytes unread");
+    sections.set(0, new Section(1, Arrays.copyOf(position.body(), position.body().length - 1)));
+    assertThatThrownBy(() -> read(encode(sections)))
+        .isInstanceOf(SnapshotFormatException.class)
+        .hasMessageContaining("section 1 is longer than its length 39");
+  }
+
+  @Test
+  void sectionsAreRequiredInOrder() throws IOException {
+    List<Section> sections = sectionsOf(Files.readAllBytes(V4));
+    Section leases = sections.remove(2);
+    sections.add(3, leases);
+    assertThatThrownBy(() -> read(encode(sections)))
+        .isInstanceOf(SnapshotFormatException.class)
+        .hasMessageContaining("expected section 3, found 4");
+    sections.remove(3);
+    assertThatThrownBy(() -> read(encode(sections)))
+        .isInstanceOf(SnapshotFormatException.class)
+        .hasMessageContaining("expected section 3, found 4");
+  }
+
+  @Test
+  void anUnknownVersionIsRefused() throws IOException {
+    byte[] future = Files.readAllBytes(V4);
+    future[7] = 5;
+    assertThatThrownBy(() -> read(future))
+        .isInstanceOf(SnapshotFormatException.class)
+        .hasMessageContaining("version 5");
+  }
+
+  private static void refusesEveryFlipAndCut(byte[] golden) {
     for (int i = 0; i < golden.length; i++) {
       byte[] bad = golden.clone();
       bad[i] ^= 0x10;
@@ -92,12 +190,59 @@ class StateSnapshotFormatTest {
     }
   }
 
-  @Test
-  void anUnknownVersionIsRefused() throws IOException {
-    byte[] future = Files.readAllBytes(V3);
-    future[7] = 4;
-    assertThatThrownBy(() -> read(future))
-        .isInstanceOf(SnapshotFormatException.class)
-        .hasMessageContaining("version 4");
+  // ---- a version 4 snapshot taken apart and put together again, with a valid checksum ----
+
+  private record Section(int id, byte[] body) {}
+
+  private static List<Section> sectionsOf(byte[] snapshot) throws IOException {
+    DataInputStream in =
+        new DataInputStream(new ByteArrayInputStream(snapshot, 0, snapshot.length - 4));
+    assertThat(in.readInt()).isEqualTo(StateSnapshot.MAGIC);
+    assertThat(in.readInt()).isEqualTo(4);
+    List<Section> sections = new ArrayList<>();
+    while (in.available() > 0) {
+      int id = in.readInt();
+      byte[] body = new byte[Math.toIntExact(in.readLong())];
+      in.readFully(body);
+      sections.add(new Section(id, body));
+    }
+    return sections;
+  }
+
+  private static byte[] encode(List<Section> sections) throws IOException {
+    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    DataOutputStream out = new DataOutputStream(bytes);
+    out.writeInt(StateSnapshot.MAGIC);
+    out.writeInt(4);
+    for (Section s : sections) {
+      out.writeInt(s.id());
+      out.writeLong(s.body().length);
+      out.write(s.body());
+    }
+    return withChecksum(bytes.toByteArray());
+  }
+
+  /**
+   * The version 2 snapshot {@code v2} as version 1 wrote it: without the lease holders. Its one
+   * lease ("lock") follows the header (magic, version, five longs) and the lease count.
+   */
+  private static byte[] version1Of(byte[] v2) {
+    ByteBuffer in = ByteBuffer.wrap(v2, 0, v2.length - 4);
+    assertThat(in.getInt(4)).isEqualTo(2);
+    int leases = 8 + 5 * Long.BYTES;
+    assertThat(in.getInt(leases)).as("one lease").isEqualTo(1);
+    int holder = leases + 4 + 4 + in.getInt(leases + 4);
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    out.write(v2, 0, holder);
+    out.write(v2, holder + Long.BYTES, v2.length - 4 - holder - Long.BYTES);
+    byte[] body = out.toByteArray();
+    body[7] = 1;
+    return withChecksum(body);
+  }
+
+  private static byte[] withChecksum(byte[] body) {
+    CRC32C crc = new CRC32C();
+    crc.update(body);
+    return ByteBuffer.allocate(body.length + 4).put(body).putInt((int) crc.getValue()).array();
   }
 }

@@ -1,0 +1,122 @@
+package io.idem.server;
+
+import io.idem.core.SnapshotFormatException;
+import io.idem.proto.Code;
+import io.idem.proto.ConfigureCmd;
+import io.idem.proto.ConfigureReply;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+
+/**
+ * The replicated configuration domain ({@link ReplicatedConfig}): the {@link Limits} in force and
+ * the log index that set them. The session bounds, the configuration's other half, live in the
+ * session table ({@link SessionState}), whose own snapshot carries them; a change applies to both.
+ *
+ * <p>Snapshot section: {@code long revision} (0: none applied; the defaults decide), then, if above
+ * 0, {@code int maxKeyBytes, int maxValueBytes, int maxNameChars, long maxLeaseTtlMs}. State
+ * snapshots before version 3 have no such section: they are read as not configured.
+ *
+ * <p>Not thread-safe.
+ */
+final class ConfigState implements StateSection {
+  private final SessionState sessions;
+  private Limits limits = ReplicatedConfig.DEFAULTS.limits();
+
+  /** The log index of the entry that set the configuration in force; 0: none yet (defaults). */
+  private long revision;
+
+  /**
+   * @param sessions the session domain, which holds the session bounds
+   */
+  ConfigState(SessionState sessions) {
+    this.sessions = sessions;
+  }
+
+  /** The configuration in force. */
+  ReplicatedConfig current() {
+    return new ReplicatedConfig(limits, sessions.bounds());
+  }
+
+  /** The limits in force; the defaults until a configuration is applied. */
+  Limits limits() {
+    return limits;
+  }
+
+  /** Whether a configuration was applied (else the defaults decide). */
+  boolean configured() {
+    return revision > 0;
+  }
+
+  /** The log index of the entry that set the configuration in force; 0: none. */
+  long revision() {
+    return revision;
+  }
+
+  /**
+   * Applies a configuration change, entry {@code index}'s. A bootstrap command applies only while
+   * no configuration was applied (first wins: leaders racing at bootstrap agree, whatever their
+   * flags); a change replaces the non-zero fields. An out-of-range value refuses the whole command,
+   * which changes nothing. Lowered bounds drop nothing already held: existing keys, values, leases
+   * and sessions stay, and only later commands are judged by the new limits.
+   */
+  ConfigureReply configure(long index, ConfigureCmd cmd) {
+    ConfigureReply.Builder reply = ConfigureReply.newBuilder().setCode(Code.OK);
+    if (!(cmd.getBootstrap() && configured())) {
+      try {
+        ReplicatedConfig next = current().with(cmd.getLimits(), cmd.getSessions());
+        limits = next.limits();
+        sessions.reconfigure(next.sessions());
+        revision = index;
+      } catch (IllegalArgumentException bad) {
+        reply.setCode(Code.INVALID_ARGUMENT).setMessage(bad.getMessage());
+      }
+    }
+    return describe(reply);
+  }
+
+  /** The answer to a configure command that is not applied, for reason {@code why}. */
+  ConfigureReply refused(String why) {
+    return describe(ConfigureReply.newBuilder().setCode(Code.INVALID_ARGUMENT).setMessage(why));
+  }
+
+  private ConfigureReply describe(ConfigureReply.Builder reply) {
+    ReplicatedConfig now = current();
+    return reply
+        .setLimits(now.limitsProto())
+        .setSessions(now.boundsProto())
+        .setConfigRevision(revision)
+        .build();
+  }
+
+  @Override
+  public void writeSection(DataOutputStream out) throws IOException {
+    out.writeLong(revision);
+    if (configured()) {
+      out.writeInt(limits.maxKeyBytes());
+      out.writeInt(limits.maxValueBytes());
+      out.writeInt(limits.maxNameChars());
+      out.writeLong(limits.maxLeaseTtlMs());
+    }
+  }
+
+  /** Reads the section; the caller checks that the revision is not beyond the applied index. */
+  @Override
+  public void readSection(DataInputStream in, int formatVersion) throws IOException {
+    revision = in.readLong();
+    if (revision < 0) {
+      throw new SnapshotFormatException("negative configuration revision " + revision);
+    }
+    if (configured()) {
+      int key = in.readInt();
+      int value = in.readInt();
+      int name = in.readInt();
+      long leaseTtl = in.readLong();
+      String bad = Limits.problem(key, value, name, leaseTtl);
+      if (bad != null) {
+        throw new SnapshotFormatException("replicated limits: " + bad);
+      }
+      limits = new Limits(key, value, name, leaseTtl);
+    }
+  }
+}

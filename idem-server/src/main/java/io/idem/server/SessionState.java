@@ -1,0 +1,180 @@
+package io.idem.server;
+
+import io.idem.core.Admission;
+import io.idem.core.Registration;
+import io.idem.core.RejectCode;
+import io.idem.core.SessionTable;
+import io.idem.core.SessionTableConfig;
+import io.idem.proto.CloseCmd;
+import io.idem.proto.Code;
+import io.idem.proto.CommandResult;
+import io.idem.proto.KeepAliveCmd;
+import io.idem.proto.RegisterCmd;
+import io.idem.proto.RegisterReply;
+import io.idem.proto.RegisterRequest;
+import io.idem.proto.Result;
+import io.idem.proto.ServerFrame;
+import io.idem.proto.SessionCmd;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+import java.util.Optional;
+
+/**
+ * The sessions domain: idem-core's {@link SessionTable} (which holds the session bounds of the
+ * replicated configuration), the session commands that are not operations (register, resume,
+ * keep-alive, close), and the answers to them. Its snapshot section is the table's own snapshot
+ * (idem-core's format version 1, with its own CRC32C), in every state snapshot version.
+ *
+ * <p>Deterministic: time is the log time passed in. Not thread-safe.
+ */
+final class SessionState implements StateSection {
+  private SessionTable table = new SessionTable(ReplicatedConfig.DEFAULTS.sessions());
+
+  /** The session bounds in force (part of the replicated configuration). */
+  SessionTableConfig bounds() {
+    return table.config();
+  }
+
+  /** Applies new bounds; drops nothing already held (see {@link SessionTable#reconfigure}). */
+  void reconfigure(SessionTableConfig bounds) {
+    table.reconfigure(bounds);
+  }
+
+  int size() {
+    return table.size();
+  }
+
+  /** Whether a live session {@code clientId} exists (the front door's check). */
+  boolean exists(long clientId) {
+    return table.session(clientId).isPresent();
+  }
+
+  /** Whether the secret is that of session {@code clientId} (the front door's check). */
+  boolean authenticate(long clientId, long secretHi, long secretLo) {
+    return table.authenticate(clientId, secretHi, secretLo);
+  }
+
+  /**
+   * Registers a client, or resumes a named session, as {@code cmd} asks.
+   *
+   * @param clientId the id a new session gets (from its log position)
+   * @param limits the replicated limits, which a granted registration reports
+   */
+  RegisterReply register(long clientId, RegisterCmd cmd, long now, io.idem.proto.Limits limits) {
+    RegisterRequest req = cmd.getRequest();
+    String name = req.getName().isEmpty() ? null : req.getName();
+    Registration r =
+        req.getResume()
+            ? table.resume(name, req.getSecretHi(), req.getSecretLo(), req.getNonce(), now)
+            : table.register(
+                clientId,
+                cmd.getSecretHi(),
+                cmd.getSecretLo(),
+                name,
+                req.getTtlMs(),
+                req.getNonce(),
+                now);
+    if (r instanceof Registration.Granted g) {
+      return RegisterReply.newBuilder()
+          .setCode(Code.OK)
+          .setClientId(g.clientId())
+          .setEpoch(g.epoch())
+          .setNextSeq(g.nextSeq())
+          .setSecretHi(g.secretHi())
+          .setSecretLo(g.secretLo())
+          .setWindow(table.config().window())
+          .setLimits(limits)
+          .build();
+    }
+    RejectCode code = ((Registration.Refused) r).code();
+    return RegisterReply.newBuilder().setCode(code(code)).setMessage(explain(code)).build();
+  }
+
+  CommandResult keepAlive(KeepAliveCmd k, long now) {
+    return answer(table.keepAlive(k.getClientId(), k.getEpoch(), k.getAck(), now));
+  }
+
+  CommandResult close(CloseCmd c, long now) {
+    return answer(table.close(c.getClientId(), c.getEpoch(), now));
+  }
+
+  private static CommandResult answer(Optional<RejectCode> refused) {
+    return frame(0, refused.map(SessionState::code).orElse(Code.OK), "");
+  }
+
+  /** The admission decision for an operation; mutates nothing (see {@link SessionTable#admit}). */
+  Admission admit(SessionCmd cmd, long now) {
+    return table.admit(cmd.getClientId(), cmd.getEpoch(), cmd.getSeq(), cmd.getAck(), now);
+  }
+
+  /** Records the answer to an admitted ({@link Admission#NEW}) operation. */
+  void record(SessionCmd cmd, long now, Result result) {
+    table.record(cmd.getClientId(), cmd.getSeq(), cmd.getAck(), now, result.toByteArray());
+  }
+
+  /** The answer to a refused operation. */
+  ServerFrame refusal(SessionCmd cmd, RejectCode code) {
+    ServerFrame.Builder f =
+        ServerFrame.newBuilder()
+            .setSeq(cmd.getSeq())
+            .setResult(Result.newBuilder().setCode(code(code)).setMessage(explain(code)));
+    if (code == RejectCode.OUT_OF_ORDER) {
+      f.setNextSeq(table.nextSeq(cmd.getClientId()));
+    }
+    return f.build();
+  }
+
+  /** Removes the sessions due at log time {@code now}. */
+  void expire(long now) {
+    table.expire(now);
+  }
+
+  @Override
+  public void writeSection(DataOutputStream out) throws IOException {
+    table.writeSnapshot(out);
+  }
+
+  @Override
+  public void readSection(DataInputStream in, int formatVersion) throws IOException {
+    table = SessionTable.readSnapshot(in);
+  }
+
+  /** A command's answer as a bare frame: {@code seq} 0 for commands that are not operations. */
+  static CommandResult frame(long seq, Code code, String message) {
+    return CommandResult.newBuilder()
+        .setFrame(
+            ServerFrame.newBuilder()
+                .setSeq(seq)
+                .setResult(Result.newBuilder().setCode(code).setMessage(message)))
+        .build();
+  }
+
+  static Code code(RejectCode c) {
+    return switch (c) {
+      case SESSION_EXPIRED -> Code.SESSION_EXPIRED;
+      case FENCED -> Code.FENCED;
+      case RESPONSE_DISCARDED -> Code.RESPONSE_DISCARDED;
+      case OUT_OF_ORDER -> Code.OUT_OF_ORDER;
+      case WINDOW_EXCEEDED -> Code.WINDOW_EXCEEDED;
+      case TOO_MANY_SESSIONS -> Code.TOO_MANY_SESSIONS;
+      case NAME_IN_USE -> Code.NAME_IN_USE;
+      case UNAUTHENTICATED -> Code.UNAUTHENTICATED;
+      case INVALID_ARGUMENT -> Code.INVALID_ARGUMENT;
+    };
+  }
+
+  static String explain(RejectCode c) {
+    return switch (c) {
+      case SESSION_EXPIRED -> "no live session: it expired, was closed, or never existed";
+      case FENCED -> "a newer instance of this client resumed the session";
+      case RESPONSE_DISCARDED -> "the request was answered and acknowledged before";
+      case OUT_OF_ORDER -> "gap in the request numbers: resend from next_seq";
+      case WINDOW_EXCEEDED -> "too many unacknowledged requests in this session";
+      case TOO_MANY_SESSIONS -> "the cluster holds its maximum number of sessions";
+      case NAME_IN_USE -> "a live session holds this name";
+      case UNAUTHENTICATED -> "wrong secret";
+      case INVALID_ARGUMENT -> "malformed request";
+    };
+  }
+}

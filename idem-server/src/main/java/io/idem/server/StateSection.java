@@ -1,0 +1,76 @@
+package io.idem.server;
+
+import com.google.protobuf.ByteString;
+import io.idem.core.SessionTable;
+import io.idem.core.SnapshotFormatException;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * One domain of the replicated state as its section of the snapshot ({@link StateSnapshot}). Each
+ * domain owns its data: it alone writes and reads its section, and no other class writes its
+ * fields.
+ *
+ * <p>The section's bytes are also the domain's contribution to the state digest, so they must be
+ * canonical: equal states write equal bytes, whatever history led to them (ordered collections
+ * only).
+ */
+interface StateSection {
+
+  /** Writes this domain's state. Leaves {@code out} open; need not flush. */
+  void writeSection(DataOutputStream out) throws IOException;
+
+  /**
+   * Reads a section written by {@link #writeSection} (or by an older version's writer) into this
+   * domain, which must be empty. Reads exactly the section's bytes.
+   *
+   * @param formatVersion the snapshot's format version: older ones may lack fields
+   * @throws SnapshotFormatException if a field is out of range
+   * @throws EOFException if the input ends inside the section
+   */
+  void readSection(DataInputStream in, int formatVersion) throws IOException;
+
+  // ---- encodings shared by the sections ----
+
+  static void writeString(DataOutputStream out, String s) throws IOException {
+    byte[] b = s.getBytes(StandardCharsets.UTF_8);
+    out.writeInt(b.length);
+    out.write(b);
+  }
+
+  static String readString(DataInputStream in) throws IOException {
+    return new String(readRaw(in), StandardCharsets.UTF_8);
+  }
+
+  static void writeBytes(DataOutputStream out, ByteString b) throws IOException {
+    out.writeInt(b.size());
+    b.writeTo(out);
+  }
+
+  static ByteString readBytes(DataInputStream in) throws IOException {
+    return ByteString.copyFrom(readRaw(in));
+  }
+
+  /** A count read from a snapshot, refused if negative. */
+  static int count(int n, String what) throws SnapshotFormatException {
+    if (n < 0) {
+      throw new SnapshotFormatException("negative " + what + " count " + n);
+    }
+    return n;
+  }
+
+  private static byte[] readRaw(DataInputStream in) throws IOException {
+    int n = in.readInt();
+    if (n < 0 || n > SessionTable.MAX_RESPONSE_BYTES) {
+      throw new SnapshotFormatException("length " + n + " out of range");
+    }
+    byte[] b = in.readNBytes(n);
+    if (b.length != n) {
+      throw new EOFException();
+    }
+    return b;
+  }
+}
