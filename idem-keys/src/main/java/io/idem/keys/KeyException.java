@@ -1,0 +1,26 @@
+package io.idem.keys;
+
+/**
+ * Root of the keys library's exceptions; each subtype says what the caller should do. Every one
+ * carries the key it is about.
+ */
+public abstract sealed class KeyException extends RuntimeException
+    permits KeyStoreException,
+        KeyInProgressException,
+        KeyMismatchException,
+        KeyFencedException,
+        StoredFailureException {
+  private static final long serialVersionUID = 1L;
+
+  private final transient IdempotencyKey key;
+
+  KeyException(IdempotencyKey key, String message, Throwable cause) {
+    super(key == null ? message : message + " [" + key.scope() + "/" + key.key() + "]", cause);
+    this.key = key;
+  }
+
+  /** The key; null only when the error concerns no key. */
+  public IdempotencyKey key() {
+    return key;
+  }
+}

@@ -1,0 +1,15 @@
+package io.idem.keys;
+
+/**
+ * The store failed or did not answer: the outcome of the step is unknown (an acquire may have
+ * landed). Retrying with the same key is safe: an acquire that landed answers in progress or
+ * replays, never a second owner.
+ */
+public final class KeyStoreException extends KeyException {
+  private static final long serialVersionUID = 1L;
+
+  /** With the key, what happened, and the cause if any. */
+  public KeyStoreException(IdempotencyKey key, String message, Throwable cause) {
+    super(key, message, cause);
+  }
+}

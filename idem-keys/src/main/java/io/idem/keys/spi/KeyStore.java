@@ -1,0 +1,40 @@
+package io.idem.keys.spi;
+
+import io.idem.keys.Fingerprint;
+import io.idem.keys.IdempotencyKey;
+import io.idem.keys.KeyStoreException;
+import java.time.Duration;
+import java.util.concurrent.CompletionStage;
+
+/**
+ * Where key records live: Idem itself, Redis or PostgreSQL, one module each. A store is what makes
+ * the executor correct, so its contract is strict:
+ *
+ * <ul>
+ *   <li>Each operation is one atomic step on the store, decided by the store's own clock (log time,
+ *       Redis {@code TIME}, PostgreSQL {@code now()}), never the caller's.
+ *   <li>Tokens are strictly increasing per key, across takeovers, failovers and restarts.
+ *   <li>A store error is never a yes: the stage completes exceptionally with {@link
+ *       KeyStoreException} (outcome unknown), never with {@link Acquisition.Acquired} by default.
+ *       Retrying with the same key must be safe.
+ *   <li>Implementations are thread-safe and must not block the calling thread for long.
+ * </ul>
+ */
+public interface KeyStore {
+
+  /**
+   * Acquires {@code key} for {@code inProgressTimeout}, or answers what holds it. The record is
+   * kept for {@code retention} after it completes (or after its owner's deadline).
+   */
+  CompletionStage<Acquisition> acquire(
+      IdempotencyKey key, Fingerprint fingerprint, Duration inProgressTimeout, Duration retention);
+
+  /** Stores {@code response} as the key's outcome if {@code token} still owns it. */
+  CompletionStage<Settlement> complete(IdempotencyKey key, long token, byte[] response);
+
+  /** Drops the key if {@code token} still owns it: the business step failed and did nothing. */
+  CompletionStage<Settlement> release(IdempotencyKey key, long token);
+
+  /** Moves the owner's deadline to now + {@code extension} if {@code token} still owns it. */
+  CompletionStage<Settlement> renew(IdempotencyKey key, long token, Duration extension);
+}
