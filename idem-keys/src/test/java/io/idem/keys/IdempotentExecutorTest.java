@@ -83,10 +83,9 @@ class IdempotentExecutorTest {
     CountDownLatch started = new CountDownLatch(1);
     CountDownLatch finish = new CountDownLatch(1);
     CompletableFuture<String> first =
-        CompletableFuture.supplyAsync(
-            () -> {
-              try {
-                return executor.execute(
+        async(
+            () ->
+                executor.execute(
                     KEY,
                     FP,
                     TEXT,
@@ -95,25 +94,25 @@ class IdempotentExecutorTest {
                       started.countDown();
                       finish.await();
                       return "r1";
-                    });
-              } catch (Exception e) {
-                throw new IllegalStateException(e);
-              }
-            });
+                    }));
     assertThat(started.await(10, TimeUnit.SECONDS)).isTrue();
     CompletableFuture<String> duplicate =
-        CompletableFuture.supplyAsync(
-            () -> {
-              try {
-                return executor.execute(KEY, FP, TEXT, charge("never"));
-              } catch (Exception e) {
-                throw new IllegalStateException(e);
-              }
-            });
+        async(() -> executor.execute(KEY, FP, TEXT, charge("never")));
     finish.countDown();
     assertThat(duplicate.get(10, TimeUnit.SECONDS)).isEqualTo("r1");
     assertThat(first.get(10, TimeUnit.SECONDS)).isEqualTo("r1");
     assertThat(runs).hasValue(1);
+  }
+
+  static CompletableFuture<String> async(java.util.concurrent.Callable<String> call) {
+    return CompletableFuture.supplyAsync(
+        () -> {
+          try {
+            return call.call();
+          } catch (Exception e) {
+            throw new IllegalStateException(e);
+          }
+        });
   }
 
   @Test
