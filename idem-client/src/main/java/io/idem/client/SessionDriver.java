@@ -19,6 +19,7 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ForkJoinPool;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
@@ -312,7 +313,38 @@ final class SessionDriver {
     } else if (effect instanceof Effect.Stop) {
       stop();
     } else {
-      journal(effect);
+      journalBlocking(effect);
+    }
+  }
+
+  /**
+   * Runs a journal effect, telling the worker pool that it may block (an fsync), so that the pool
+   * adds a thread rather than let completions of other sessions wait behind the disk.
+   */
+  private void journalBlocking(Effect effect) {
+    ForkJoinPool.ManagedBlocker io =
+        new ForkJoinPool.ManagedBlocker() {
+          private boolean done;
+
+          @Override
+          public boolean block() {
+            journal(effect);
+            done = true;
+            return true;
+          }
+
+          @Override
+          public boolean isReleasable() {
+            return done;
+          }
+        };
+    try {
+      ForkJoinPool.managedBlock(io);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      if (!io.isReleasable()) {
+        journal(effect); // never skip a journal write: it orders what may leave
+      }
     }
   }
 
