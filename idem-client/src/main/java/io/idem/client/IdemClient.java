@@ -518,6 +518,10 @@ public final class IdemClient implements AutoCloseable {
       case GRANT_LEASE -> op.getGrantLease().getName();
       case KEEP_ALIVE_LEASE -> op.getKeepAliveLease().getName();
       case REVOKE_LEASE -> op.getRevokeLease().getName();
+      case ACQUIRE_KEY -> op.getAcquireKey().getKey();
+      case COMPLETE_KEY -> op.getCompleteKey().getKey();
+      case RELEASE_KEY -> op.getReleaseKey().getKey();
+      case RENEW_KEY -> op.getRenewKey().getKey();
       case OP_NOT_SET -> "";
     };
   }
@@ -590,6 +594,8 @@ public final class IdemClient implements AutoCloseable {
       case INCREMENT -> new CounterResult(r.getNumber(), rev, dup);
       case APPEND -> new AppendResult(r.getNumber(), rev, dup);
       case GRANT_LEASE, KEEP_ALIVE_LEASE, REVOKE_LEASE -> new LeaseResult(r.getNumber(), rev, dup);
+      case ACQUIRE_KEY, COMPLETE_KEY, RELEASE_KEY, RENEW_KEY ->
+          throw new ProtocolException("key operations are not supported yet", 0, f.getSeq());
       case OP_NOT_SET -> throw new ProtocolException("an answer to no operation", 0, f.getSeq());
     };
   }

@@ -7,6 +7,7 @@ import io.idem.proto.Code;
 import io.idem.proto.Command;
 import io.idem.proto.CommandResult;
 import io.idem.proto.EntryResult;
+import io.idem.proto.Fence;
 import io.idem.proto.GetReply;
 import io.idem.proto.LogEntry;
 import io.idem.proto.Operation;
@@ -22,15 +23,15 @@ import java.util.List;
 /**
  * Everything the log replicates, and the deterministic function that applies one log entry to it.
  * The state is split into domains, each owning its data, its commands and its snapshot section:
- * {@link SessionState}, {@link ConfigState}, {@link LeaseState} and {@link KvState}. This class
- * keeps the log position (clock, applied index and term), the log-format-version rules, the
- * dispatch of each command to its domain, and the admission and record steps around an operation.
- * Ratis-free, so that it can be tested and simulated alone; {@link IdemStateMachine} adapts it to
- * Ratis.
+ * {@link SessionState}, {@link ConfigState}, {@link LeaseState}, {@link KvState} and {@link
+ * KeyState}. This class keeps the log position (clock, applied index and term), the
+ * log-format-version rules, the dispatch of each command to its domain, and the admission and
+ * record steps around an operation. Ratis-free, so that it can be tested and simulated alone;
+ * {@link IdemStateMachine} adapts it to Ratis.
  *
  * <p>Determinism: time is the entries' leader stamps ({@code clock = max(clock, stamp)}), session
- * ids are log positions, and every collection is ordered. Not thread-safe: the state machine holds
- * a lock around every call.
+ * ids and key fencing tokens are log positions, and every collection is ordered. Not thread-safe:
+ * the state machine holds a lock around every call.
  */
 final class ReplicatedState {
   /**
@@ -39,15 +40,24 @@ final class ReplicatedState {
    * (leases have holders) are refused by nodes that only know version 1, so a rolling upgrade stops
    * old nodes instead of letting them apply new entries differently. Version 3 adds {@code
    * ConfigureCmd} (the replicated configuration), which a version 2 node would skip as an unknown
-   * command and so decide by other limits than its peers; it stops instead.
+   * command and so decide by other limits than its peers; it stops instead. Version 4 adds the
+   * application idempotency key operations ({@code AcquireKey}, {@code CompleteKey}, {@code
+   * ReleaseKey}, {@code RenewKey}) and fenced writes ({@code Fence} on a put, compare-and-set,
+   * increment or append), which a version 3 node would answer as no operation, or apply unfenced;
+   * it stops instead. Inside an entry of version 3 or older they are decided as a version 3 node
+   * decides them: a key operation is answered {@code INVALID_ARGUMENT} ("the request carries no
+   * operation") and a fence is ignored.
    */
-  static final int LOG_FORMAT_VERSION = 3;
+  static final int LOG_FORMAT_VERSION = 4;
 
   /** The first log-entry format in which leases have holders ({@link LeaseState.Rules#HELD}). */
   static final int LEASE_HOLDERS_SINCE_VERSION = 2;
 
   /** The first log-entry format in which {@code ConfigureCmd} is applied. */
   static final int CONFIGURE_SINCE_VERSION = 3;
+
+  /** The first log-entry format in which key operations and fences are applied. */
+  static final int KEYS_SINCE_VERSION = 4;
 
   /** The oldest log-entry format this code still applies. */
   static final int OLDEST_LOG_FORMAT_VERSION = 1;
@@ -63,6 +73,7 @@ final class ReplicatedState {
   final ConfigState configuration = new ConfigState(sessions);
   final LeaseState leases = new LeaseState(configuration);
   final KvState kv = new KvState(configuration, leases);
+  final KeyState keys = new KeyState();
 
   /**
    * The snapshot's sections, in the order they are written and read (see {@link StateSnapshot}):
@@ -74,7 +85,8 @@ final class ReplicatedState {
           new StateSnapshot.Section(2, 3, configuration),
           new StateSnapshot.Section(3, 1, leases),
           new StateSnapshot.Section(4, 1, kv),
-          new StateSnapshot.Section(5, 1, sessions));
+          new StateSnapshot.Section(5, 1, sessions),
+          new StateSnapshot.Section(6, 5, keys));
 
   private long clock;
   private long lastTerm;
@@ -165,7 +177,7 @@ final class ReplicatedState {
             .build();
       case SESSION:
         {
-          ServerFrame f = session(index, c.getSession(), answering);
+          ServerFrame f = session(index, position, c.getSession(), answering);
           return f == null ? null : CommandResult.newBuilder().setFrame(f).build();
         }
       case KEEP_ALIVE:
@@ -186,10 +198,10 @@ final class ReplicatedState {
   }
 
   /** Admits an operation, executes it if new and records its answer, or answers from the table. */
-  private ServerFrame session(long index, SessionCmd cmd, boolean answering) {
+  private ServerFrame session(long index, int position, SessionCmd cmd, boolean answering) {
     Admission a = sessions.admit(cmd, clock);
     if (a == Admission.NEW) {
-      Result result = execute(index, cmd.getClientId(), cmd.getOp());
+      Result result = execute(index, position, cmd.getClientId(), cmd.getOp());
       sessions.record(cmd, clock, result);
       return answering
           ? ServerFrame.newBuilder().setSeq(cmd.getSeq()).setResult(result).build()
@@ -209,8 +221,18 @@ final class ReplicatedState {
     return sessions.refusal(cmd, ((Admission.Rejected) a).code());
   }
 
-  /** Executes one new operation; business failures are answers too, and are saved as such. */
-  private Result execute(long revision, long session, Operation op) {
+  /**
+   * Executes one new operation, command {@code position} of entry {@code revision}; business
+   * failures are answers too, and are saved as such.
+   */
+  private Result execute(long revision, int position, long session, Operation op) {
+    boolean keyed = entryVersion >= KEYS_SINCE_VERSION;
+    if (keyed) {
+      Result refused = fenceRefusal(revision, op);
+      if (refused != null) {
+        return refused;
+      }
+    }
     switch (op.getOpCase()) {
       case PUT:
         return kv.put(revision, op.getPut());
@@ -236,9 +258,47 @@ final class ReplicatedState {
           }
           return r;
         }
+      case ACQUIRE_KEY:
+        if (!keyed) {
+          break;
+        }
+        // The fencing token is the command's log position: greater than every one before it.
+        return keys.acquire(
+            revision, op.getAcquireKey(), revision * MAX_COMMANDS_PER_ENTRY + position, clock);
+      case COMPLETE_KEY:
+        if (!keyed) {
+          break;
+        }
+        return keys.complete(revision, op.getCompleteKey(), clock);
+      case RELEASE_KEY:
+        if (!keyed) {
+          break;
+        }
+        return keys.release(revision, op.getReleaseKey(), clock);
+      case RENEW_KEY:
+        if (!keyed) {
+          break;
+        }
+        return keys.renew(revision, op.getRenewKey(), clock);
       default:
-        return Results.invalid(revision, "the request carries no operation");
+        break;
     }
+    // Also a key operation in an entry older than version 4: a version 3 node saw no operation.
+    return Results.invalid(revision, "the request carries no operation");
+  }
+
+  /** The refusal of a write whose fence names a key with a newer owner, or null. */
+  private Result fenceRefusal(long revision, Operation op) {
+    Fence f =
+        switch (op.getOpCase()) {
+          case PUT -> op.getPut().hasFence() ? op.getPut().getFence() : null;
+          case COMPARE_AND_SET ->
+              op.getCompareAndSet().hasFence() ? op.getCompareAndSet().getFence() : null;
+          case INCREMENT -> op.getIncrement().hasFence() ? op.getIncrement().getFence() : null;
+          case APPEND -> op.getAppend().hasFence() ? op.getAppend().getFence() : null;
+          default -> null;
+        };
+    return f == null ? null : keys.fenceRefusal(revision, f, clock);
   }
 
   private LeaseState.Rules leaseRules() {
@@ -247,9 +307,14 @@ final class ReplicatedState {
         : LeaseState.Rules.OWNERLESS;
   }
 
-  /** Expires sessions and leases due at the current log time; a lease's keys end with it. */
+  /**
+   * Expires sessions, leases and key records due at the current log time; a lease's keys end with
+   * it. Expiring key records here, not only when a key operation runs, bounds their memory by their
+   * retention.
+   */
   private void expire() {
     sessions.expire(clock);
+    keys.expire(clock);
     for (String lease : leases.expire(clock)) {
       kv.deleteLeased(lease);
     }

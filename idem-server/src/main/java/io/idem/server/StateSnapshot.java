@@ -9,6 +9,7 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
 import java.security.DigestOutputStream;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -18,36 +19,38 @@ import java.util.zip.CheckedInputStream;
 import java.util.zip.CheckedOutputStream;
 
 /**
- * The state machine's snapshot, format version 4: a sequence of sections, one per domain of the
+ * The state machine's snapshot, format version 5: a sequence of sections, one per domain of the
  * {@link ReplicatedState}, each written and read by the domain that owns it. Big-endian:
  *
  * <pre>
- * int magic = 0x49444D4B ("IDMK"), int version = 4
+ * int magic = 0x49444D4B ("IDMK"), int version = 5
  * per section, in ascending id: int id, long length, then length bytes written by its domain
  *   1 the log position (ReplicatedState)   2 the replicated configuration (ConfigState)
  *   3 leases (LeaseState)                  4 keys and values (KvState)
  *   5 sessions (SessionState: idem-core's own snapshot, with its own CRC32C)
+ *   6 application idempotency keys (KeyState: idem-core's key table snapshot, with its own CRC32C)
  * int CRC32C of every byte above
  * </pre>
  *
  * <p>Every section is required, in this order ({@link ReplicatedState#sections}), and must fill
  * exactly its length. A later version adds a section (a new domain) with a new id and a new version
  * number; the other sections' bytes stay as they are, and older snapshots are read with the new
- * section empty.
+ * section empty: version 5 added section 6 (keys), and versions 1 to 4 are read with an empty key
+ * table. Version 4 is version 5 without section 6.
  *
  * <p>Versions 1 to 3 had no framing: the same sections' bytes, in the same order, one after the
  * other, and the CRC32C. They are still read, each section by its domain from the version's bytes.
  * Version 3 has every section. Version 2 had no configuration (nodes decided by their own flags):
  * it is read as not configured, with the default limits and the session bounds its session table
  * carries, and the next leader bootstraps a configuration. Version 1 also had no lease holders.
- * Golden files pin versions 2 to 4 ({@code StateSnapshotFormatTest}).
+ * Golden files pin versions 2 to 5 ({@code StateSnapshotFormatTest}).
  *
  * <p>The reader checks the magic, version, framing, ranges and the checksum before it returns a
  * state.
  */
 final class StateSnapshot {
   static final int MAGIC = 0x49444D4B;
-  static final int VERSION = 4;
+  static final int VERSION = 5;
 
   /** The oldest version the reader still reads. */
   static final int OLDEST_VERSION = 1;
@@ -57,7 +60,9 @@ final class StateSnapshot {
 
   /**
    * The version the digest names: it hashes version 3's layout (header, then the sections' bytes
-   * without framing), so that the same state has the same digest as before version 4.
+   * without framing), so that the same state has the same digest as before version 4. The key table
+   * (section 6, version 5) is hashed only when it is not pristine (see {@link #digest}), so that a
+   * state without keys has the same digest as before version 5.
    */
   private static final int DIGEST_VERSION = 3;
 
@@ -91,7 +96,9 @@ final class StateSnapshot {
 
   /**
    * The SHA-256 of the state's canonical encoding, in hex: equal states give equal digests. It
-   * hashes the magic, {@link #DIGEST_VERSION}, and every section's bytes in order, without framing.
+   * hashes the magic, {@link #DIGEST_VERSION}, and every section's bytes in order, without framing,
+   * except the key table's; then, unless the key table is as a new one (no record and no token ever
+   * given), the key table's own digest ({@link io.idem.core.KeyTable#digest}) as UTF-8 hex.
    */
   static String digest(ReplicatedState s) {
     try {
@@ -103,7 +110,12 @@ final class StateSnapshot {
       out.writeInt(MAGIC);
       out.writeInt(DIGEST_VERSION);
       for (Section section : s.sections) {
-        section.part().writeSection(out);
+        if (section.part() != s.keys) {
+          section.part().writeSection(out);
+        }
+      }
+      if (!s.keys.pristine()) {
+        out.write(s.keys.digest().getBytes(StandardCharsets.UTF_8));
       }
       out.flush();
       return HexFormat.of().formatHex(sha.digest());

@@ -1,9 +1,12 @@
 package io.idem.server;
 
 import com.google.protobuf.ByteString;
+import io.idem.proto.AcquireKey;
 import io.idem.proto.Append;
 import io.idem.proto.Command;
+import io.idem.proto.CompleteKey;
 import io.idem.proto.ConfigureCmd;
+import io.idem.proto.Fence;
 import io.idem.proto.GrantLease;
 import io.idem.proto.Increment;
 import io.idem.proto.LogEntry;
@@ -47,7 +50,9 @@ final class GoldenStates {
 
   /**
    * The golden log in format {@code version}: registrations, a lease with a key, a list, a counter
-   * and a duplicate, then a tick. Version 3 starts with a bootstrap configuration entry.
+   * and a duplicate, then a tick. Version 3 starts with a bootstrap configuration entry. Version 4
+   * adds, before the tick, application idempotency keys (one completed, one taken over after its
+   * deadline) and two fenced puts (one stale, refused; one current, applied).
    */
   static List<LogEntry> log(int version) {
     List<LogEntry> log = new ArrayList<>();
@@ -114,8 +119,67 @@ final class GoldenStates {
                     .build()),
             op(a + 1, 1, 1, incr),
             op(a + 1, 1, 1, incr)));
+    if (version >= 4) {
+      long b = a + 1;
+      Operation.Builder acquire =
+          Operation.newBuilder()
+              .setAcquireKey(
+                  AcquireKey.newBuilder()
+                      .setScope("t")
+                      .setFingerprint(ByteString.copyFromUtf8("fp"))
+                      .setInProgressMs(50)
+                      .setRetentionMs(60_000));
+      long done = (log.size() + 1L) * ReplicatedState.MAX_COMMANDS_PER_ENTRY; // its token
+      log.add(
+          entry(
+              version,
+              1_210,
+              op(a, 4, 3, setKey(acquire, "done")),
+              op(b, 2, 1, setKey(acquire, "taken"))));
+      long first = done + 1;
+      log.add(
+          entry(
+              version,
+              1_220,
+              op(
+                  a,
+                  5,
+                  4,
+                  Operation.newBuilder()
+                      .setCompleteKey(
+                          CompleteKey.newBuilder()
+                              .setScope("t")
+                              .setKey("done")
+                              .setToken(done)
+                              .setResponse(ByteString.copyFromUtf8("200 OK")))
+                      .build())));
+      long second = (log.size() + 1L) * ReplicatedState.MAX_COMMANDS_PER_ENTRY;
+      log.add(entry(version, 1_270, op(a, 6, 5, setKey(acquire, "taken"))));
+      log.add(
+          entry(
+              version,
+              1_280,
+              op(b, 3, 2, fencedPut("stale", "taken", first)),
+              op(a, 7, 6, fencedPut("paid", "taken", second))));
+    }
     log.add(entry(version, 1_300));
     return log;
+  }
+
+  private static Operation setKey(Operation.Builder acquire, String key) {
+    Operation.Builder b = acquire.clone();
+    b.getAcquireKeyBuilder().setKey(key);
+    return b.build();
+  }
+
+  private static Operation fencedPut(String key, String fenceKey, long token) {
+    return Operation.newBuilder()
+        .setPut(
+            Put.newBuilder()
+                .setKey(key)
+                .setValue(ByteString.copyFromUtf8("v"))
+                .setFence(Fence.newBuilder().setScope("t").setKey(fenceKey).setToken(token)))
+        .build();
   }
 
   /** The state after applying {@link #log}. */

@@ -28,12 +28,15 @@ import org.junit.jupiter.api.Test;
  * state-v3.bin} by the version 3 code (before sections) from {@code GoldenStates.log(3)}. To
  * regenerate the current version's file after a deliberate format change (which must also bump the
  * version and keep the previous file): {@code ./mvnw -pl idem-server test
- * -Dtest=StateSnapshotFormatTest -Didem.golden.write=true}.
+ * -Dtest=StateSnapshotFormatTest -Didem.golden.write=true}. {@code state-v4.bin} was written by the
+ * version 4 code (before keys) from {@code GoldenStates.log(3)}, and {@code state-v5.bin} from
+ * {@code GoldenStates.log(4)}, which adds application idempotency keys and a fenced write.
  */
 class StateSnapshotFormatTest {
   private static final Path V2 = Path.of("src/test/resources/snapshots/state-v2.bin");
   private static final Path V3 = Path.of("src/test/resources/snapshots/state-v3.bin");
   private static final Path V4 = Path.of("src/test/resources/snapshots/state-v4.bin");
+  private static final Path V5 = Path.of("src/test/resources/snapshots/state-v5.bin");
 
   /** {@code GoldenStates.state(3)}'s digest, as the version 3 code computed it. */
   private static final String DIGEST_BEFORE_SECTIONS =
@@ -50,12 +53,38 @@ class StateSnapshotFormatTest {
   }
 
   @Test
-  void writerProducesTheGoldenBytesOfVersion4() throws IOException {
-    byte[] actual = bytesOf(GoldenStates.state(3));
+  void writerProducesTheGoldenBytesOfVersion5() throws IOException {
+    byte[] actual = bytesOf(GoldenStates.state(4));
     if (Boolean.getBoolean("idem.golden.write")) {
-      Files.write(V4, actual);
+      Files.write(V5, actual);
     }
-    assertThat(actual).isEqualTo(Files.readAllBytes(V4));
+    assertThat(actual).isEqualTo(Files.readAllBytes(V5));
+  }
+
+  @Test
+  void version5AddsTheKeyTableAsSectionSix() throws IOException {
+    List<Section> sections = sectionsOf(Files.readAllBytes(V5));
+    assertThat(sections).extracting(Section::id).containsExactly(1, 2, 3, 4, 5, 6);
+    ReplicatedState s = read(Files.readAllBytes(V5));
+    ReplicatedState replayed = GoldenStates.state(4);
+    assertThat(StateSnapshot.digest(s)).isEqualTo(StateSnapshot.digest(replayed));
+    assertThat(s.keys.size()).isEqualTo(2);
+    assertThat(s.keys.digest()).isEqualTo(replayed.keys.digest());
+    assertThat(s.get("paid").getFound()).as("the fenced put with the current token").isTrue();
+    assertThat(s.get("stale").getFound()).as("the fenced put with a stale token").isFalse();
+  }
+
+  /** Before version 5 there were no keys: version 4 is read with an empty key table. */
+  @Test
+  void version4IsReadWithAnEmptyKeyTable() throws IOException {
+    ReplicatedState s = read(Files.readAllBytes(V4));
+    assertThat(s.keys.pristine()).isTrue();
+    assertThat(StateSnapshot.digest(s)).isEqualTo(DIGEST_BEFORE_SECTIONS);
+    // Written again, it is a version 5 snapshot with an empty section 6.
+    byte[] again = bytesOf(s);
+    assertThat(sectionsOf(again)).extracting(Section::id).containsExactly(1, 2, 3, 4, 5, 6);
+    assertThat(again).isEqualTo(bytesOf(GoldenStates.state(3)));
+    assertThat(StateSnapshot.digest(read(again))).isEqualTo(DIGEST_BEFORE_SECTIONS);
   }
 
   @Test
@@ -87,8 +116,8 @@ class StateSnapshotFormatTest {
     assertThat(s.sessions.bounds()).isEqualTo(new SessionTableConfig(16, 100, 3_600_000, 64));
     assertThat(s.appliedIndex()).isEqualTo(5);
     assertThat(StateSnapshot.digest(s)).isEqualTo(StateSnapshot.digest(GoldenStates.state(3)));
-    // Written again, it is the version 4 golden file.
-    assertThat(bytesOf(s)).isEqualTo(Files.readAllBytes(V4));
+    // Written again, it is the version 5 snapshot of the same state.
+    assertThat(bytesOf(s)).isEqualTo(bytesOf(GoldenStates.state(3)));
   }
 
   /** A version 2 snapshot had no configuration: the defaults and its session table's bounds. */
@@ -105,9 +134,9 @@ class StateSnapshotFormatTest {
     assertThat(s.get("n").getValue().toStringUtf8()).isEqualTo("5");
     assertThat(s.get("list").getElementsCount()).isEqualTo(1);
     assertThat(s.duplicatesSuppressed()).isEqualTo(1);
-    // Written again, it is a version 4 snapshot of the same state.
+    // Written again, it is a version 5 snapshot of the same state.
     byte[] again = bytesOf(s);
-    assertThat(sectionsOf(again)).hasSize(5);
+    assertThat(sectionsOf(again)).hasSize(6);
     assertThat(StateSnapshot.digest(read(again))).isEqualTo(StateSnapshot.digest(s));
   }
 
@@ -126,6 +155,11 @@ class StateSnapshotFormatTest {
   }
 
   @Test
+  void everyFlippedByteOrTruncationOfVersion5IsRefused() throws IOException {
+    refusesEveryFlipAndCut(Files.readAllBytes(V5));
+  }
+
+  @Test
   void everyFlippedByteOrTruncationOfVersion4IsRefused() throws IOException {
     refusesEveryFlipAndCut(Files.readAllBytes(V4));
   }
@@ -138,7 +172,7 @@ class StateSnapshotFormatTest {
   /** The framing is checked on its own, not only by the checksum. */
   @Test
   void aSectionMustFillExactlyItsLength() throws IOException {
-    List<Section> sections = sectionsOf(Files.readAllBytes(V4));
+    List<Section> sections = sectionsOf(Files.readAllBytes(V5));
     Section position = sections.get(0);
     byte[] longer = Arrays.copyOf(position.body(), position.body().length + 1);
     sections.set(0, new Section(1, longer));
@@ -153,7 +187,7 @@ class StateSnapshotFormatTest {
 
   @Test
   void sectionsAreRequiredInOrder() throws IOException {
-    List<Section> sections = sectionsOf(Files.readAllBytes(V4));
+    List<Section> sections = sectionsOf(Files.readAllBytes(V5));
     Section leases = sections.remove(2);
     sections.add(3, leases);
     assertThatThrownBy(() -> read(encode(sections)))
@@ -167,11 +201,11 @@ class StateSnapshotFormatTest {
 
   @Test
   void anUnknownVersionIsRefused() throws IOException {
-    byte[] future = Files.readAllBytes(V4);
-    future[7] = 5;
+    byte[] future = Files.readAllBytes(V5);
+    future[7] = 6;
     assertThatThrownBy(() -> read(future))
         .isInstanceOf(SnapshotFormatException.class)
-        .hasMessageContaining("version 5");
+        .hasMessageContaining("version 6");
   }
 
   private static void refusesEveryFlipAndCut(byte[] golden) {
@@ -190,7 +224,8 @@ class StateSnapshotFormatTest {
     }
   }
 
-  // ---- a version 4 snapshot taken apart and put together again, with a valid checksum ----
+  // ---- a framed (version 4 or 5) snapshot taken apart and put together again, with a valid
+  // checksum ----
 
   private record Section(int id, byte[] body) {}
 
@@ -198,7 +233,7 @@ class StateSnapshotFormatTest {
     DataInputStream in =
         new DataInputStream(new ByteArrayInputStream(snapshot, 0, snapshot.length - 4));
     assertThat(in.readInt()).isEqualTo(StateSnapshot.MAGIC);
-    assertThat(in.readInt()).isEqualTo(4);
+    assertThat(in.readInt()).isBetween(4, StateSnapshot.VERSION);
     List<Section> sections = new ArrayList<>();
     while (in.available() > 0) {
       int id = in.readInt();
@@ -213,7 +248,7 @@ class StateSnapshotFormatTest {
     ByteArrayOutputStream bytes = new ByteArrayOutputStream();
     DataOutputStream out = new DataOutputStream(bytes);
     out.writeInt(StateSnapshot.MAGIC);
-    out.writeInt(4);
+    out.writeInt(StateSnapshot.VERSION);
     for (Section s : sections) {
       out.writeInt(s.id());
       out.writeLong(s.body().length);

@@ -839,6 +839,7 @@ public final class SessionMachine {
         }
         case KEEP_ALIVE_LEASE -> name(op.getKeepAliveLease().getName(), limits);
         case REVOKE_LEASE -> name(op.getRevokeLease().getName(), limits);
+        case ACQUIRE_KEY, COMPLETE_KEY, RELEASE_KEY, RENEW_KEY -> null; // the server checks them
         case OP_NOT_SET -> "no operation";
       };
     }

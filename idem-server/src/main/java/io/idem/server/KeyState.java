@@ -1,0 +1,171 @@
+package io.idem.server;
+
+import com.google.protobuf.ByteString;
+import io.idem.core.KeyTable;
+import io.idem.proto.AcquireKey;
+import io.idem.proto.Code;
+import io.idem.proto.CompleteKey;
+import io.idem.proto.Fence;
+import io.idem.proto.KeyOutcome;
+import io.idem.proto.ReleaseKey;
+import io.idem.proto.RenewKey;
+import io.idem.proto.Result;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+
+/**
+ * The application idempotency keys domain: idem-core's {@link KeyTable} (the deterministic record
+ * of each {@code (scope, key)}), the four key operations' answers, and the fence check of fenced
+ * writes. The operations ride a client's session, so each is applied exactly once. Tokens are log
+ * positions and time is log time, both supplied by {@link ReplicatedState}. Not thread-safe.
+ *
+ * <p>The table's bounds are {@link KeyTable.Bounds#DEFAULTS}, constants for now (not part of the
+ * replicated configuration); they are carried in the snapshot, and a restored table keeps the
+ * bounds its snapshot carries.
+ *
+ * <p>Snapshot section (id 6, since snapshot version 5): the key table's own snapshot ({@link
+ * KeyTable#writeSnapshot}: its bounds, the last token and the records in key order, with its own
+ * CRC32C). Older snapshots are read with an empty table.
+ */
+final class KeyState implements StateSection {
+
+  /** The digest of an empty table: a state without keys keeps the digest it had before keys. */
+  private static final String EMPTY_DIGEST = new KeyTable(KeyTable.Bounds.DEFAULTS).digest();
+
+  private KeyTable table = new KeyTable(KeyTable.Bounds.DEFAULTS);
+
+  /** The table (read-only use: tests and the digest). */
+  KeyTable table() {
+    return table;
+  }
+
+  /** Whether the table is as a new one: no record, no token ever given, default bounds. */
+  boolean pristine() {
+    return table.size() == 0 && table.digest().equals(EMPTY_DIGEST);
+  }
+
+  /** The key table's digest (hex SHA-256 of its snapshot encoding). */
+  String digest() {
+    return table.digest();
+  }
+
+  /** Acquires a key under {@code token} (the command's log position) at log time {@code now}. */
+  Result acquire(long revision, AcquireKey a, long token, long now) {
+    KeyTable.Acquisition r =
+        table.acquire(
+            new KeyTable.KeyId(a.getScope(), a.getKey()),
+            a.getFingerprint().toByteArray(),
+            a.getInProgressMs(),
+            a.getRetentionMs(),
+            token,
+            now);
+    if (r instanceof KeyTable.Acquisition.Acquired acq) {
+      return outcome(revision, KeyOutcome.ACQUIRED)
+          .setToken(acq.token())
+          .setDeadlineMs(acq.deadline())
+          .setDone(acq.takeover())
+          .build();
+    }
+    if (r instanceof KeyTable.Acquisition.Completed c) {
+      return outcome(revision, KeyOutcome.COMPLETED)
+          .setResponse(ByteString.copyFrom(c.response()))
+          .build();
+    }
+    if (r instanceof KeyTable.Acquisition.InProgress p) {
+      return outcome(revision, KeyOutcome.IN_PROGRESS).setDeadlineMs(p.deadline()).build();
+    }
+    if (r instanceof KeyTable.Acquisition.Mismatch) {
+      return outcome(revision, KeyOutcome.MISMATCH)
+          .setMessage("key \"" + a.getKey() + "\" was used with another fingerprint")
+          .build();
+    }
+    return Results.invalid(revision, ((KeyTable.Acquisition.Invalid) r).reason());
+  }
+
+  Result complete(long revision, CompleteKey c, long now) {
+    return settled(
+        revision,
+        table.complete(
+            new KeyTable.KeyId(c.getScope(), c.getKey()),
+            c.getToken(),
+            c.getResponse().toByteArray(),
+            now));
+  }
+
+  Result release(long revision, ReleaseKey r, long now) {
+    return settled(
+        revision, table.release(new KeyTable.KeyId(r.getScope(), r.getKey()), r.getToken(), now));
+  }
+
+  Result renew(long revision, RenewKey r, long now) {
+    return settled(
+        revision,
+        table.renew(
+            new KeyTable.KeyId(r.getScope(), r.getKey()), r.getToken(), r.getExtensionMs(), now));
+  }
+
+  /**
+   * The refusal of a write fenced by {@code f}, or null if it may go through: refused when the key
+   * record's current token is greater than the fence's (a newer owner took the key over); a token
+   * equal to the current one, or a key without a record (current 0), lets the write through.
+   * Records due at {@code now} are expired first, so the judgement does not depend on when the
+   * table last expired them.
+   */
+  Result fenceRefusal(long revision, Fence f, long now) {
+    table.expire(now);
+    long current = table.currentToken(new KeyTable.KeyId(f.getScope(), f.getKey()));
+    if (current <= f.getToken()) {
+      return null;
+    }
+    return Result.newBuilder()
+        .setCode(Code.FENCED_WRITE)
+        .setMessage(
+            "key \""
+                + f.getKey()
+                + "\" has token "
+                + current
+                + "; the write's fence token "
+                + f.getToken()
+                + " is stale")
+        .setRevision(revision)
+        .setToken(current)
+        .build();
+  }
+
+  /** Drops the records whose retention ended before {@code now}. */
+  void expire(long now) {
+    table.expire(now);
+  }
+
+  int size() {
+    return table.size();
+  }
+
+  private static Result settled(long revision, KeyTable.Settlement s) {
+    if (s instanceof KeyTable.Settlement.Done d) {
+      return outcome(revision, KeyOutcome.SETTLED).setDeadlineMs(d.deadline()).build();
+    }
+    if (s instanceof KeyTable.Settlement.Fenced f) {
+      return outcome(revision, KeyOutcome.KEY_FENCED)
+          .setMessage("the token is not the key's current one")
+          .setToken(f.current())
+          .build();
+    }
+    return Results.invalid(revision, ((KeyTable.Settlement.Invalid) s).reason());
+  }
+
+  private static Result.Builder outcome(long revision, KeyOutcome o) {
+    return Results.ok(revision).setKeyOutcome(o);
+  }
+
+  @Override
+  public void writeSection(DataOutputStream out) throws IOException {
+    table.writeSnapshot(out);
+  }
+
+  @Override
+  public void readSection(DataInputStream in, int formatVersion) throws IOException {
+    table = KeyTable.readSnapshot(in);
+  }
+}
