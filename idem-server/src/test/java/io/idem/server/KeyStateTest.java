@@ -376,7 +376,7 @@ class KeyStateTest {
   }
 
   @Test
-  void aNodeThatKnowsVersionThreeStopsAtAVersionFourEntry() {
+  void thisNodeWritesVersionFourAndStopsAtANewerVersion() {
     assertThat(ReplicatedState.LOG_FORMAT_VERSION).isEqualTo(4);
     LogEntry future =
         LogEntry.newBuilder().setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION + 1).build();
