@@ -1,5 +1,6 @@
 package io.idem.server;
 
+import static io.idem.server.ReplicatedStateTest.op;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -23,7 +24,6 @@ import io.idem.proto.ReleaseKey;
 import io.idem.proto.RenewKey;
 import io.idem.proto.Result;
 import io.idem.proto.ServerFrame;
-import io.idem.proto.SessionCmd;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -74,18 +74,6 @@ class KeyStateTest {
         .r()
         .getResults(0)
         .getRegistration();
-  }
-
-  private static Command op(RegisterReply s, long seq, Operation op) {
-    return Command.newBuilder()
-        .setSession(
-            SessionCmd.newBuilder()
-                .setClientId(s.getClientId())
-                .setEpoch(s.getEpoch())
-                .setSeq(seq)
-                .setAck(seq)
-                .setOp(op))
-        .build();
   }
 
   private ServerFrame send(RegisterReply s, long seq, Operation op) {

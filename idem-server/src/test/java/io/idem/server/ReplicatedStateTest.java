@@ -65,7 +65,8 @@ class ReplicatedStateTest {
     return apply(1, c).getResults(0).getRegistration();
   }
 
-  private static Command op(RegisterReply s, long seq, Operation op) {
+  /** A session command of {@code s} carrying {@code op} as request {@code seq}. */
+  static Command op(RegisterReply s, long seq, Operation op) {
     return Command.newBuilder()
         .setSession(
             SessionCmd.newBuilder()
