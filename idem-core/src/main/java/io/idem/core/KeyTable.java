@@ -10,6 +10,7 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.Map;
+import java.util.Optional;
 import java.util.TreeMap;
 import java.util.TreeSet;
 
@@ -284,6 +285,60 @@ public final class KeyTable {
   public long currentToken(KeyId id) {
     Record r = index.get(id);
     return r == null ? 0 : r.token;
+  }
+
+  /**
+   * A key's record as a reader sees it.
+   *
+   * @param token the owner's token, or the one the key was completed under
+   * @param deadline the owner's deadline (kept after completion)
+   * @param completed whether the key was completed
+   * @param completedAt when it was completed, 0 if not
+   * @param expiresAt when the record is dropped
+   * @param fingerprint the fingerprint it was acquired with (a copy)
+   * @param response the stored response (a copy), empty if not completed
+   */
+  public record View(
+      long token,
+      long deadline,
+      boolean completed,
+      long completedAt,
+      long expiresAt,
+      byte[] fingerprint,
+      byte[] response) {}
+
+  /**
+   * The record of {@code id} as of {@code now}, without changing the table: empty if there is none
+   * or its retention ended before {@code now} (due, though not yet dropped).
+   */
+  public Optional<View> view(KeyId id, long now) {
+    Record r = index.get(id);
+    if (r == null || r.expiresAt() < now) {
+      return Optional.empty();
+    }
+    return Optional.of(
+        new View(
+            r.token,
+            r.deadline,
+            r.response != null,
+            r.response != null ? r.completedAt : 0,
+            r.expiresAt(),
+            r.fingerprint.clone(),
+            r.response != null ? r.response.clone() : new byte[0]));
+  }
+
+  /** Whether {@code token} owns {@code id} in progress: complete, release and renew may apply. */
+  public boolean isOwner(KeyId id, long token) {
+    return owned(id, token) != null;
+  }
+
+  /**
+   * Whether {@code token} is the token of {@code id}'s record (in progress or completed): the
+   * condition under which a fenced write goes through. False without a record.
+   */
+  public boolean holds(KeyId id, long token) {
+    Record r = index.get(id);
+    return r != null && r.token == token;
   }
 
   /** Drops every record whose retention ended before {@code now}; returns how many. */

@@ -10,6 +10,8 @@ import io.idem.proto.CommandResult;
 import io.idem.proto.ConfigureCmd;
 import io.idem.proto.ConfigureReply;
 import io.idem.proto.ConfigureRequest;
+import io.idem.proto.GetKeyReply;
+import io.idem.proto.GetKeyRequest;
 import io.idem.proto.GetReply;
 import io.idem.proto.GetRequest;
 import io.idem.proto.Hello;
@@ -107,6 +109,24 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
     }
     log.read(req.getKey())
         .whenComplete((r, error) -> answer(reply, error == null ? r : getFailure(error)));
+  }
+
+  @Override
+  public void getKey(GetKeyRequest req, StreamObserver<GetKeyReply> reply) {
+    if (!log.isLeader()) {
+      answer(reply, getKeyFailure(new ReplicatedLog.NotLeaderException(log.leaderClientAddress())));
+      return;
+    }
+    log.readKey(req)
+        .whenComplete((r, error) -> answer(reply, error == null ? r : getKeyFailure(error)));
+  }
+
+  private GetKeyReply getKeyFailure(Throwable error) {
+    return GetKeyReply.newBuilder()
+        .setCode(failureCode(error))
+        .setMessage(failureMessage(error))
+        .setLeaderHint(log.leaderClientAddress())
+        .build();
   }
 
   private GetReply getFailure(Throwable error) {

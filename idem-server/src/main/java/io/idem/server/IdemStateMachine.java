@@ -2,8 +2,8 @@ package io.idem.server;
 
 import io.idem.proto.Command;
 import io.idem.proto.EntryResult;
-import io.idem.proto.GetRequest;
 import io.idem.proto.LogEntry;
+import io.idem.proto.ReadQuery;
 import java.io.BufferedOutputStream;
 import java.io.File;
 import java.io.IOException;
@@ -233,10 +233,15 @@ final class IdemStateMachine extends BaseStateMachine {
   @Override
   public CompletableFuture<Message> query(Message request) {
     try {
-      GetRequest get = GetRequest.parseFrom(request.getContent().asReadOnlyByteBuffer());
+      ReadQuery q = ReadQuery.parseFrom(request.getContent().asReadOnlyByteBuffer());
       byte[] reply;
       synchronized (lock) {
-        reply = state.get(get.getKey()).toByteArray();
+        reply =
+            switch (q.getQueryCase()) {
+              case GET -> state.get(q.getGet().getKey()).toByteArray();
+              case GET_KEY -> state.getKey(q.getGetKey()).toByteArray();
+              case QUERY_NOT_SET -> throw new IOException("a read query without a query");
+            };
       }
       return CompletableFuture.completedFuture(
           Message.valueOf(UnsafeByteOperations.unsafeWrap(reply)));

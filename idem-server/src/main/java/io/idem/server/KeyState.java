@@ -13,6 +13,7 @@ import io.idem.proto.Result;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
+import java.util.Optional;
 
 /**
  * The application idempotency keys domain: idem-core's {@link KeyTable} (the deterministic record
@@ -106,31 +107,51 @@ final class KeyState implements StateSection {
   }
 
   /**
-   * The refusal of a write fenced by {@code f}, or null if it may go through: refused when the key
-   * record's current token is greater than the fence's (a newer owner took the key over); a token
-   * equal to the current one, or a key without a record (current 0), lets the write through.
-   * Records due at {@code now} are expired first, so the judgement does not depend on when the
-   * table last expired them.
+   * The refusal of a write fenced by {@code f}, or null if it may go through. Records due at {@code
+   * now} are expired first, so the judgement does not depend on when the table last expired them.
+   *
+   * @param exact the rule of log format 5 and later: the write goes through only if the key has a
+   *     record whose token equals the fence's, so a stale owner, a released or expired key and a
+   *     token never handed out are all refused. Without it (format 4), only a record with a greater
+   *     token refuses, and a key without a record lets the write through.
    */
-  Result fenceRefusal(long revision, Fence f, long now) {
+  Result fenceRefusal(long revision, Fence f, long now, boolean exact) {
     table.expire(now);
-    long current = table.currentToken(new KeyTable.KeyId(f.getScope(), f.getKey()));
-    if (current <= f.getToken()) {
+    KeyTable.KeyId id = new KeyTable.KeyId(f.getScope(), f.getKey());
+    long current = table.currentToken(id);
+    boolean through = exact ? table.holds(id, f.getToken()) : current <= f.getToken();
+    if (through) {
       return null;
     }
+    String why =
+        current == 0
+            ? "has no record (never acquired, released or expired)"
+            : current > f.getToken()
+                ? "has token " + current + "; the write's fence token " + f.getToken() + " is stale"
+                : "has token " + current + ", not the write's fence token " + f.getToken();
     return Result.newBuilder()
         .setCode(Code.FENCED_WRITE)
-        .setMessage(
-            "key \""
-                + f.getKey()
-                + "\" has token "
-                + current
-                + "; the write's fence token "
-                + f.getToken()
-                + " is stale")
+        .setMessage("key \"" + f.getKey() + "\" " + why)
         .setRevision(revision)
         .setToken(current)
         .build();
+  }
+
+  /**
+   * Whether {@code c}'s token owns its key in progress at {@code now} (after expiring what is due):
+   * the condition under which a complete, and its effect, may apply.
+   */
+  boolean owns(CompleteKey c, long now) {
+    table.expire(now);
+    return table.isOwner(new KeyTable.KeyId(c.getScope(), c.getKey()), c.getToken());
+  }
+
+  /** The record of {@code (scope, key)} as of {@code now}, for a read. */
+  Optional<KeyTable.View> view(String scope, String key, long now) {
+    if (key.isEmpty()) {
+      return Optional.empty();
+    }
+    return table.view(new KeyTable.KeyId(scope, key), now);
   }
 
   /** Drops the records whose retention ended before {@code now}. */

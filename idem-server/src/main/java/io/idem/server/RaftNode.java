@@ -1,10 +1,14 @@
 package io.idem.server;
 
 import io.idem.proto.EntryResult;
+import io.idem.proto.GetKeyReply;
+import io.idem.proto.GetKeyRequest;
 import io.idem.proto.GetReply;
 import io.idem.proto.GetRequest;
 import io.idem.proto.LogEntry;
+import io.idem.proto.ReadQuery;
 import java.io.IOException;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.UUID;
@@ -124,19 +128,33 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
 
   @Override
   public CompletableFuture<GetReply> read(String key) {
-    RaftClientRequest request =
-        request(
-            RaftClientRequest.readRequestType(),
-            GetRequest.newBuilder().setKey(key).build().toByteArray());
-    return submit(request)
+    return query(
+        ReadQuery.newBuilder().setGet(GetRequest.newBuilder().setKey(key)).build(),
+        GetReply::parseFrom);
+  }
+
+  @Override
+  public CompletableFuture<GetKeyReply> readKey(GetKeyRequest req) {
+    return query(ReadQuery.newBuilder().setGetKey(req).build(), GetKeyReply::parseFrom);
+  }
+
+  /** A linearizable read-only query (ReadIndex), its reply parsed by {@code parser}. */
+  private <T> CompletableFuture<T> query(ReadQuery q, ReplyParser<T> parser) {
+    return submit(request(RaftClientRequest.readRequestType(), q.toByteArray()))
         .thenApply(
             reply -> {
               try {
-                return GetReply.parseFrom(reply.getMessage().getContent().asReadOnlyByteBuffer());
+                return parser.parse(reply.getMessage().getContent().asReadOnlyByteBuffer());
               } catch (IOException e) {
                 throw new CompletionException(e);
               }
             });
+  }
+
+  /** Parses a query's reply. */
+  @FunctionalInterface
+  private interface ReplyParser<T> {
+    T parse(ByteBuffer bytes) throws IOException;
   }
 
   private RaftClientRequest request(RaftClientRequest.Type type, byte[] content) {

@@ -1,6 +1,8 @@
 package io.idem.server;
 
 import io.idem.proto.EntryResult;
+import io.idem.proto.GetKeyReply;
+import io.idem.proto.GetKeyRequest;
 import io.idem.proto.GetReply;
 import io.idem.proto.LogEntry;
 import java.util.concurrent.CompletableFuture;
@@ -16,6 +18,9 @@ interface ReplicatedLog {
 
   /** A linearizable read of {@code key} (Raft ReadIndex), or {@link NotLeaderException}. */
   CompletableFuture<GetReply> read(String key);
+
+  /** A linearizable read of an idempotency key's record, or {@link NotLeaderException}. */
+  CompletableFuture<GetKeyReply> readKey(GetKeyRequest request);
 
   /** Whether this node currently leads (a hint: leadership may change at any moment). */
   boolean isLeader();

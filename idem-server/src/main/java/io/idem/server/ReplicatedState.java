@@ -1,14 +1,19 @@
 package io.idem.server;
 
+import com.google.protobuf.ByteString;
 import com.google.protobuf.InvalidProtocolBufferException;
 import io.idem.core.Admission;
 import io.idem.core.SnapshotFormatException;
 import io.idem.proto.Code;
 import io.idem.proto.Command;
 import io.idem.proto.CommandResult;
+import io.idem.proto.CompleteKey;
 import io.idem.proto.EntryResult;
 import io.idem.proto.Fence;
+import io.idem.proto.GetKeyReply;
+import io.idem.proto.GetKeyRequest;
 import io.idem.proto.GetReply;
+import io.idem.proto.KeyOutcome;
 import io.idem.proto.LogEntry;
 import io.idem.proto.Operation;
 import io.idem.proto.RegisterReply;
@@ -46,9 +51,13 @@ final class ReplicatedState {
    * increment or append), which a version 3 node would answer as no operation, or apply unfenced;
    * it stops instead. Inside an entry of version 3 or older they are decided as a version 3 node
    * decides them: a key operation is answered {@code INVALID_ARGUMENT} ("the request carries no
-   * operation") and a fence is ignored.
+   * operation") and a fence is ignored. Version 5 makes fences exact (a fenced write needs a key
+   * record with exactly its token: a released or expired key refuses it, where version 4 let it
+   * through) and adds a complete's {@code effect}, a write applied in the same step as the
+   * completion, which a version 4 node would drop; inside a version 4 entry both are decided as
+   * version 4 decides them.
    */
-  static final int LOG_FORMAT_VERSION = 4;
+  static final int LOG_FORMAT_VERSION = 5;
 
   /** The first log-entry format in which leases have holders ({@link LeaseState.Rules#HELD}). */
   static final int LEASE_HOLDERS_SINCE_VERSION = 2;
@@ -58,6 +67,9 @@ final class ReplicatedState {
 
   /** The first log-entry format in which key operations and fences are applied. */
   static final int KEYS_SINCE_VERSION = 4;
+
+  /** The first log-entry format with exact fences and a complete's effect. */
+  static final int EXACT_FENCES_SINCE_VERSION = 5;
 
   /** The oldest log-entry format this code still applies. */
   static final int OLDEST_LOG_FORMAT_VERSION = 1;
@@ -269,7 +281,7 @@ final class ReplicatedState {
         if (!keyed) {
           break;
         }
-        return keys.complete(revision, op.getCompleteKey(), clock);
+        return complete(revision, op.getCompleteKey());
       case RELEASE_KEY:
         if (!keyed) {
           break;
@@ -298,7 +310,46 @@ final class ReplicatedState {
           case APPEND -> op.getAppend().hasFence() ? op.getAppend().getFence() : null;
           default -> null;
         };
-    return f == null ? null : keys.fenceRefusal(revision, f, clock);
+    return f == null
+        ? null
+        : keys.fenceRefusal(revision, f, clock, entryVersion >= EXACT_FENCES_SINCE_VERSION);
+  }
+
+  /**
+   * A complete, with its effect (since format 5) applied in the same step: nothing if the token
+   * does not own the key or the response is too large; the effect's refusal, with the key still
+   * owned, if the write fails; else both, answered {@code SETTLED} with the write's fields.
+   */
+  private Result complete(long revision, CompleteKey c) {
+    if (!c.hasEffect() || entryVersion < EXACT_FENCES_SINCE_VERSION) {
+      return keys.complete(revision, c, clock);
+    }
+    if (c.getResponse().size() > keys.table().bounds().maxResponseBytes() || !keys.owns(c, clock)) {
+      return keys.complete(revision, c, clock); // answers INVALID_ARGUMENT or KEY_FENCED
+    }
+    Operation e = c.getEffect();
+    Result effect =
+        switch (e.getOpCase()) {
+          case PUT -> kv.put(revision, e.getPut());
+          case DELETE -> kv.delete(revision, e.getDelete().getKey());
+          case COMPARE_AND_SET -> kv.compareAndSet(revision, e.getCompareAndSet());
+          case INCREMENT -> kv.increment(revision, e.getIncrement());
+          case APPEND -> kv.append(revision, e.getAppend());
+          default ->
+              Results.invalid(
+                  revision,
+                  "a complete's effect must be a put, delete, compare_and_set, increment or"
+                      + " append, got "
+                      + e.getOpCase());
+        };
+    if (effect.getCode() != Code.OK) {
+      return effect;
+    }
+    Result done = keys.complete(revision, c, clock);
+    if (done.getKeyOutcome() != KeyOutcome.SETTLED) {
+      throw new IllegalStateException("a complete checked as owned was refused: " + done);
+    }
+    return effect.toBuilder().setKeyOutcome(KeyOutcome.SETTLED).build();
   }
 
   private LeaseState.Rules leaseRules() {
@@ -323,6 +374,26 @@ final class ReplicatedState {
   /** A linearizable read's answer, given that the read index has been applied. */
   GetReply get(String key) {
     return kv.get(key);
+  }
+
+  /** The record of an idempotency key as of the applied log time. */
+  GetKeyReply getKey(GetKeyRequest req) {
+    GetKeyReply.Builder b = GetKeyReply.newBuilder().setCode(Code.OK).setLogTimeMs(clock);
+    if (req.getKey().isEmpty()) {
+      return b.setCode(Code.INVALID_ARGUMENT).setMessage("key must not be empty").build();
+    }
+    keys.view(req.getScope(), req.getKey(), clock)
+        .ifPresent(
+            v ->
+                b.setFound(true)
+                    .setCompleted(v.completed())
+                    .setToken(v.token())
+                    .setDeadlineMs(v.deadline())
+                    .setCompletedAtMs(v.completedAt())
+                    .setExpiresAtMs(v.expiresAt())
+                    .setFingerprint(ByteString.copyFrom(v.fingerprint()))
+                    .setResponse(ByteString.copyFrom(v.response())));
+    return b.build();
   }
 
   /**

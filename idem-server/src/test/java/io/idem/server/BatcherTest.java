@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.idem.proto.Command;
 import io.idem.proto.CommandResult;
 import io.idem.proto.EntryResult;
+import io.idem.proto.GetKeyReply;
+import io.idem.proto.GetKeyRequest;
 import io.idem.proto.GetReply;
 import io.idem.proto.KeepAliveCmd;
 import io.idem.proto.LogEntry;
@@ -60,6 +62,11 @@ class BatcherTest {
 
     @Override
     public CompletableFuture<GetReply> read(String key) {
+      throw new AssertionError("the batcher never reads");
+    }
+
+    @Override
+    public CompletableFuture<GetKeyReply> readKey(GetKeyRequest request) {
       throw new AssertionError("the batcher never reads");
     }
 

@@ -12,6 +12,8 @@ import io.idem.proto.Command;
 import io.idem.proto.CompareAndSet;
 import io.idem.proto.CompleteKey;
 import io.idem.proto.Fence;
+import io.idem.proto.GetKeyReply;
+import io.idem.proto.GetKeyRequest;
 import io.idem.proto.Increment;
 import io.idem.proto.KeyOutcome;
 import io.idem.proto.LogEntry;
@@ -285,14 +287,137 @@ class KeyStateTest {
 
     assertThat(send(b, 2, fencedPut("v", "new", current)).getResult().getCode()).isEqualTo(Code.OK);
     assertThat(state.get("v").getValue().toStringUtf8()).isEqualTo("new");
-    // A greater token than the current one, or a key without a record, lets the write through.
+    // Since format 5 a fence must name the record's exact token: a greater one (never handed out)
+    // and a key without a record are refused too.
+    Result greater =
+        send(b, 3, fencedPut("v", "newer", fence("k", taken.getToken() + 1))).getResult();
+    assertThat(greater.getCode()).isEqualTo(Code.FENCED_WRITE);
+    assertThat(greater.getMessage()).contains("not the write's fence token");
+    Result none = send(b, 4, fencedPut("w", "x", fence("nokey", 5))).getResult();
+    assertThat(none.getCode()).isEqualTo(Code.FENCED_WRITE);
+    assertThat(none.getToken()).isZero();
+    assertThat(state.get("v").getValue().toStringUtf8()).isEqualTo("new");
+    assertThat(state.get("w").getFound()).isFalse();
+  }
+
+  /**
+   * A takeover owner that fails and releases the key must not let the paused first owner's write
+   * through: the record is gone, so nothing holds the first owner's token. (Format 4 let it
+   * through, which is why format 5 made fences exact.)
+   */
+  @Test
+  void aReleasedKeyRefusesTheFencedWriteOfAnEarlierOwner() {
+    RegisterReply a = register("a");
+    RegisterReply b = register("b");
+    Result owner = send(a, 1, acquire("k", "f")).getResult();
+    time += 2_000;
+    Result taken = send(b, 1, acquire("k", "f")).getResult();
+    assertThat(send(b, 2, release("k", taken.getToken())).getResult().getKeyOutcome())
+        .isEqualTo(KeyOutcome.SETTLED);
+    Operation late = fencedPut("paid", "twice", fence("k", owner.getToken()));
+    assertThat(send(a, 2, late).getResult().getCode()).isEqualTo(Code.FENCED_WRITE);
+    assertThat(state.get("paid").getFound()).isFalse();
+
+    version = 4; // what a format 4 entry decides: no record, no refusal
+    assertThat(send(a, 3, late).getResult().getCode()).isEqualTo(Code.OK);
+    assertThat(state.get("paid").getFound()).isTrue();
+  }
+
+  private static Operation completeWith(String key, long token, String response, Operation effect) {
+    return complete(key, token, response).toBuilder()
+        .setCompleteKey(
+            complete(key, token, response).getCompleteKey().toBuilder().setEffect(effect))
+        .build();
+  }
+
+  private static Operation appendOf(String key, String value) {
+    return Operation.newBuilder()
+        .setAppend(Append.newBuilder().setKey(key).setValue(ByteString.copyFromUtf8(value)))
+        .build();
+  }
+
+  @Test
+  void aCompletesEffectIsAppliedInTheSameStepOrNotAtAll() {
+    RegisterReply a = register("a");
+    RegisterReply b = register("b");
+    Result owner = send(a, 1, acquire("k", "f")).getResult();
+    time += 2_000;
+    Result taken = send(b, 1, acquire("k", "f")).getResult();
+
+    // The stale owner's complete applies neither its effect nor its response.
+    String before = state.keys.digest();
+    Result stale =
+        send(a, 2, completeWith("k", owner.getToken(), "r", appendOf("ledger", "pay-1")))
+            .getResult();
+    assertThat(stale.getKeyOutcome()).isEqualTo(KeyOutcome.KEY_FENCED);
+    assertThat(state.get("ledger").getFound()).isFalse();
+    assertThat(state.keys.digest()).isEqualTo(before);
+
+    // A failing effect (a compare-and-set that does not match) leaves the key owned.
+    Operation cas =
+        Operation.newBuilder()
+            .setCompareAndSet(
+                CompareAndSet.newBuilder()
+                    .setKey("ledger")
+                    .setExpectedVersion(3)
+                    .setValue(ByteString.copyFromUtf8("x")))
+            .build();
+    Result mismatch = send(b, 2, completeWith("k", taken.getToken(), "r", cas)).getResult();
+    assertThat(mismatch.getCode()).isEqualTo(Code.CAS_MISMATCH);
+    assertThat(state.keys.table().isOwner(id("k"), taken.getToken())).isTrue();
+    // So does an effect that is not a write.
+    Operation notAWrite = acquire("other", "f");
+    Result invalid = send(b, 3, completeWith("k", taken.getToken(), "r", notAWrite)).getResult();
+    assertThat(invalid.getCode()).isEqualTo(Code.INVALID_ARGUMENT);
+    assertThat(state.keys.table().isOwner(id("k"), taken.getToken())).isTrue();
+
+    // The owner's complete applies both: the answer is the write's, settled.
+    Result done =
+        send(b, 4, completeWith("k", taken.getToken(), "paid", appendOf("ledger", "pay-1")))
+            .getResult();
+    assertThat(done.getCode()).isEqualTo(Code.OK);
+    assertThat(done.getKeyOutcome()).isEqualTo(KeyOutcome.SETTLED);
+    assertThat(done.getNumber()).as("the list's new length").isEqualTo(1);
+    assertThat(state.get("ledger").getElementsCount()).isEqualTo(1);
+    Result replay = send(a, 3, acquire("k", "f")).getResult();
+    assertThat(replay.getKeyOutcome()).isEqualTo(KeyOutcome.COMPLETED);
+    assertThat(replay.getResponse().toStringUtf8()).isEqualTo("paid");
+
+    // In a format 4 entry the effect is dropped, as a format 4 node would drop the unknown field.
+    version = 4;
+    Result other = send(a, 4, acquire("k4", "f")).getResult();
     assertThat(
-            send(b, 3, fencedPut("v", "newer", fence("k", taken.getToken() + 1)))
+            send(a, 5, completeWith("k4", other.getToken(), "r", appendOf("ledger", "pay-2")))
                 .getResult()
-                .getCode())
-        .isEqualTo(Code.OK);
-    assertThat(send(b, 4, fencedPut("w", "x", fence("nokey", 5))).getResult().getCode())
-        .isEqualTo(Code.OK);
+                .getKeyOutcome())
+        .isEqualTo(KeyOutcome.SETTLED);
+    assertThat(state.get("ledger").getElementsCount()).isEqualTo(1);
+  }
+
+  @Test
+  void aKeyReadShowsTheRecordAsOfTheLogTime() {
+    RegisterReply a = register("a");
+    GetKeyRequest req = GetKeyRequest.newBuilder().setScope("tenant").setKey("k").build();
+    assertThat(state.getKey(req).getFound()).isFalse();
+    Result owner = send(a, 1, acquire("k", "f")).getResult();
+    GetKeyReply held = state.getKey(req);
+    assertThat(held.getFound()).isTrue();
+    assertThat(held.getCompleted()).isFalse();
+    assertThat(held.getToken()).isEqualTo(owner.getToken());
+    assertThat(held.getDeadlineMs()).isEqualTo(owner.getDeadlineMs());
+    assertThat(held.getFingerprint().toStringUtf8()).isEqualTo("f");
+    send(a, 2, complete("k", owner.getToken(), "paid"));
+    GetKeyReply done = state.getKey(req);
+    assertThat(done.getCompleted()).isTrue();
+    assertThat(done.getResponse().toStringUtf8()).isEqualTo("paid");
+    assertThat(done.getCompletedAtMs()).isEqualTo(time);
+    assertThat(done.getExpiresAtMs()).isEqualTo(time + 10_000);
+    // Past its retention the record reads as absent, before any entry drops it.
+    time += 10_001;
+    apply();
+    assertThat(state.getKey(req).getFound()).isFalse();
+    assertThat(state.getKey(GetKeyRequest.newBuilder().setScope("tenant").build()).getCode())
+        .isEqualTo(Code.INVALID_ARGUMENT);
   }
 
   @Test
@@ -364,13 +489,13 @@ class KeyStateTest {
   }
 
   @Test
-  void thisNodeWritesVersionFourAndStopsAtANewerVersion() {
-    assertThat(ReplicatedState.LOG_FORMAT_VERSION).isEqualTo(4);
+  void thisNodeWritesVersionFiveAndStopsAtANewerVersion() {
+    assertThat(ReplicatedState.LOG_FORMAT_VERSION).isEqualTo(5);
     LogEntry future =
         LogEntry.newBuilder().setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION + 1).build();
     assertThatThrownBy(() -> state.apply(1, 1, future, false))
         .isInstanceOf(IllegalStateException.class)
-        .hasMessageContaining("applies versions 1 to 4");
+        .hasMessageContaining("applies versions 1 to 5");
   }
 
   private static io.idem.core.KeyTable.KeyId id(String key) {
