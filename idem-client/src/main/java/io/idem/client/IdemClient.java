@@ -4,10 +4,14 @@ import com.google.protobuf.ByteString;
 import io.grpc.StatusRuntimeException;
 import io.grpc.stub.StreamObserver;
 import io.idem.client.internal.SessionMachine;
+import io.idem.proto.AcquireKey;
 import io.idem.proto.Append;
 import io.idem.proto.Code;
 import io.idem.proto.CompareAndSet;
+import io.idem.proto.CompleteKey;
 import io.idem.proto.Delete;
+import io.idem.proto.GetKeyReply;
+import io.idem.proto.GetKeyRequest;
 import io.idem.proto.GetReply;
 import io.idem.proto.GetRequest;
 import io.idem.proto.GrantLease;
@@ -16,6 +20,8 @@ import io.idem.proto.Increment;
 import io.idem.proto.KeepAliveLease;
 import io.idem.proto.Operation;
 import io.idem.proto.Put;
+import io.idem.proto.ReleaseKey;
+import io.idem.proto.RenewKey;
 import io.idem.proto.Result;
 import io.idem.proto.RevokeLease;
 import io.idem.proto.ServerFrame;
@@ -33,6 +39,8 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.function.BiConsumer;
+import java.util.function.Function;
 
 /**
  * A client of an Idem cluster whose every write is applied exactly once, in the order issued.
@@ -88,17 +96,23 @@ public final class IdemClient implements AutoCloseable {
       byte[] value,
       CompletableFuture<OperationResult> result) {}
 
+  /** Longest idempotency key scope, and longest key, in characters. */
+  public static final int MAX_KEY_CHARS = 255;
+
   /** Delay between attempts of a read that found no leader. */
   private static final long READ_RETRY_MS = 50;
 
   private final Settings settings;
   private final SessionDriver session;
   private final long timeoutNanos;
+  private final io.idem.proto.Fence fence; // null: writes are not fenced
 
-  private IdemClient(Settings settings, SessionDriver session, long timeoutNanos) {
+  private IdemClient(
+      Settings settings, SessionDriver session, long timeoutNanos, io.idem.proto.Fence fence) {
     this.settings = settings;
     this.session = session;
     this.timeoutNanos = timeoutNanos;
+    this.fence = fence;
   }
 
   /** A builder; {@link Builder#servers} is required. */
@@ -112,7 +126,29 @@ public final class IdemClient implements AutoCloseable {
    */
   public IdemClient withTimeout(Duration timeout) {
     Builder.positive("timeout", timeout);
-    return new IdemClient(settings, session, timeout.toNanos());
+    return new IdemClient(settings, session, timeout.toNanos(), fence);
+  }
+
+  /**
+   * A view of this client whose writes (put, delete, compare-and-set, increment, append) carry
+   * {@code fence}: each is applied only while the fence's key is held under the fence's token, and
+   * refused with {@link FencedWriteException} once another owner took it over (or it was released
+   * or expired). This is how a business step keeps a paused, stale owner from writing after a
+   * takeover. It shares the session: closing either closes both.
+   */
+  public IdemClient fenced(Fence fence) {
+    if (fence == null) {
+      throw new InvalidArgumentException("fence must not be null", 0, 0);
+    }
+    return new IdemClient(
+        settings,
+        session,
+        timeoutNanos,
+        io.idem.proto.Fence.newBuilder()
+            .setScope(fence.scope())
+            .setKey(fence.key())
+            .setToken(fence.token())
+            .build());
   }
 
   // ---- writes ----
@@ -143,6 +179,9 @@ public final class IdemClient implements AutoCloseable {
     checkKey(key);
     checkValue(value);
     Put.Builder p = Put.newBuilder().setKey(key).setValue(ByteString.copyFrom(value));
+    if (fence != null) {
+      p.setFence(fence);
+    }
     if (lease != null) {
       checkName(lease);
       p.setLease(lease);
@@ -158,9 +197,11 @@ public final class IdemClient implements AutoCloseable {
   /** See {@link #delete}. */
   public CompletableFuture<DeleteResult> deleteAsync(String key) {
     checkKey(key);
-    return write(
-        Operation.newBuilder().setDelete(Delete.newBuilder().setKey(key)).build(),
-        DeleteResult.class);
+    Delete.Builder d = Delete.newBuilder().setKey(key);
+    if (fence != null) {
+      d.setFence(fence);
+    }
+    return write(Operation.newBuilder().setDelete(d).build(), DeleteResult.class);
   }
 
   /**
@@ -181,15 +222,15 @@ public final class IdemClient implements AutoCloseable {
       throw new InvalidArgumentException(
           "expected version must be 0 (absent) or positive, got " + expectedVersion, 0, 0);
     }
-    return write(
-        Operation.newBuilder()
-            .setCompareAndSet(
-                CompareAndSet.newBuilder()
-                    .setKey(key)
-                    .setExpectedVersion(expectedVersion)
-                    .setValue(ByteString.copyFrom(value)))
-            .build(),
-        CasResult.class);
+    CompareAndSet.Builder c =
+        CompareAndSet.newBuilder()
+            .setKey(key)
+            .setExpectedVersion(expectedVersion)
+            .setValue(ByteString.copyFrom(value));
+    if (fence != null) {
+      c.setFence(fence);
+    }
+    return write(Operation.newBuilder().setCompareAndSet(c).build(), CasResult.class);
   }
 
   /** Adds {@code delta} to the counter at {@code key} and returns the new value. */
@@ -200,11 +241,11 @@ public final class IdemClient implements AutoCloseable {
   /** See {@link #increment}. */
   public CompletableFuture<Long> incrementAsync(String key, long delta) {
     checkKey(key);
-    return write(
-            Operation.newBuilder()
-                .setIncrement(Increment.newBuilder().setKey(key).setDelta(delta))
-                .build(),
-            CounterResult.class)
+    Increment.Builder i = Increment.newBuilder().setKey(key).setDelta(delta);
+    if (fence != null) {
+      i.setFence(fence);
+    }
+    return write(Operation.newBuilder().setIncrement(i).build(), CounterResult.class)
         .thenApply(CounterResult::value);
   }
 
@@ -217,11 +258,11 @@ public final class IdemClient implements AutoCloseable {
   public CompletableFuture<Long> appendAsync(String key, byte[] value) {
     checkKey(key);
     checkValue(value);
-    return write(
-            Operation.newBuilder()
-                .setAppend(Append.newBuilder().setKey(key).setValue(ByteString.copyFrom(value)))
-                .build(),
-            AppendResult.class)
+    Append.Builder a = Append.newBuilder().setKey(key).setValue(ByteString.copyFrom(value));
+    if (fence != null) {
+      a.setFence(fence);
+    }
+    return write(Operation.newBuilder().setAppend(a).build(), AppendResult.class)
         .thenApply(AppendResult::length);
   }
 
@@ -305,6 +346,189 @@ public final class IdemClient implements AutoCloseable {
     return write(op, LeaseResult.class).thenApply(LeaseResult::logTimeMs);
   }
 
+  // ---- application idempotency keys ----
+
+  /**
+   * Acquires the idempotency key {@code (scope, key)} for {@code inProgress} of log time, or
+   * answers what holds it. The record is kept for {@code retention} after its completion (or after
+   * its owner's deadline). A retry of this very call after a lost answer gets the same answer: the
+   * same token, never a second owner.
+   *
+   * @param fingerprint what the request carried, at most 64 bytes (a SHA-256, say); a reuse of the
+   *     key with another fingerprint is answered {@link KeyAcquisition.Mismatch}. Empty: none.
+   * @throws InvalidArgumentException a part out of bounds (the cluster's: 255 characters per part,
+   *     64-byte fingerprints, at most 7 days)
+   */
+  public KeyAcquisition acquireKey(
+      String scope, String key, byte[] fingerprint, Duration inProgress, Duration retention) {
+    return join(acquireKeyAsync(scope, key, fingerprint, inProgress, retention));
+  }
+
+  /** See {@link #acquireKey}. */
+  public CompletableFuture<KeyAcquisition> acquireKeyAsync(
+      String scope, String key, byte[] fingerprint, Duration inProgress, Duration retention) {
+    checkKeyId(scope, key);
+    if (fingerprint == null) {
+      throw new InvalidArgumentException("fingerprint must not be null (empty: none)", 0, 0);
+    }
+    positiveMillis("in-progress timeout", inProgress);
+    positiveMillis("retention", retention);
+    return write(
+        Operation.newBuilder()
+            .setAcquireKey(
+                AcquireKey.newBuilder()
+                    .setScope(scope)
+                    .setKey(key)
+                    .setFingerprint(ByteString.copyFrom(fingerprint))
+                    .setInProgressMs(inProgress.toMillis())
+                    .setRetentionMs(retention.toMillis()))
+            .build(),
+        KeyAcquisition.class);
+  }
+
+  /**
+   * Completes the key {@code token} owns, storing {@code response} (at most 64 KiB) for later
+   * acquires to replay. {@link KeySettlement.Fenced} if {@code token} no longer owns it.
+   */
+  public KeySettlement completeKey(String scope, String key, long token, byte[] response) {
+    return join(completeKeyAsync(scope, key, token, response, null));
+  }
+
+  /**
+   * Completes the key {@code token} owns and applies {@code effect} in the same step: both or
+   * neither. {@link KeySettlement.Fenced} if {@code token} no longer owns it (the effect is not
+   * applied). If the effect fails ({@link CasMismatchException}, {@link WrongTypeException}, {@link
+   * InvalidArgumentException}, {@link LeaseNotFoundException}), nothing is applied and the key is
+   * still the caller's.
+   */
+  public KeySettlement completeKey(
+      String scope, String key, long token, byte[] response, Write effect) {
+    return join(completeKeyAsync(scope, key, token, response, effect));
+  }
+
+  /** See {@link #completeKey(String, String, long, byte[], Write)}; {@code effect} may be null. */
+  public CompletableFuture<KeySettlement> completeKeyAsync(
+      String scope, String key, long token, byte[] response, Write effect) {
+    checkKeyId(scope, key);
+    if (response == null) {
+      throw new InvalidArgumentException("response must not be null", 0, 0);
+    }
+    CompleteKey.Builder c =
+        CompleteKey.newBuilder()
+            .setScope(scope)
+            .setKey(key)
+            .setToken(token)
+            .setResponse(ByteString.copyFrom(response));
+    if (effect != null) {
+      c.setEffect(operationOf(effect));
+    }
+    return write(Operation.newBuilder().setCompleteKey(c).build(), KeySettlement.class);
+  }
+
+  /**
+   * Drops the key {@code token} owns: the business step failed and did nothing, so a retry may run
+   * it again. {@link KeySettlement.Fenced} if {@code token} no longer owns it.
+   */
+  public KeySettlement releaseKey(String scope, String key, long token) {
+    return join(releaseKeyAsync(scope, key, token));
+  }
+
+  /** See {@link #releaseKey}. */
+  public CompletableFuture<KeySettlement> releaseKeyAsync(String scope, String key, long token) {
+    checkKeyId(scope, key);
+    return write(
+        Operation.newBuilder()
+            .setReleaseKey(ReleaseKey.newBuilder().setScope(scope).setKey(key).setToken(token))
+            .build(),
+        KeySettlement.class);
+  }
+
+  /**
+   * Moves the owner's deadline to now + {@code extension} (log time) if {@code token} still owns
+   * the key: a heartbeat for long work. {@link KeySettlement.Settled#deadlineMs} is the new one.
+   */
+  public KeySettlement renewKey(String scope, String key, long token, Duration extension) {
+    return join(renewKeyAsync(scope, key, token, extension));
+  }
+
+  /** See {@link #renewKey}. */
+  public CompletableFuture<KeySettlement> renewKeyAsync(
+      String scope, String key, long token, Duration extension) {
+    checkKeyId(scope, key);
+    positiveMillis("extension", extension);
+    return write(
+        Operation.newBuilder()
+            .setRenewKey(
+                RenewKey.newBuilder()
+                    .setScope(scope)
+                    .setKey(key)
+                    .setToken(token)
+                    .setExtensionMs(extension.toMillis()))
+            .build(),
+        KeySettlement.class);
+  }
+
+  /** A linearizable read of the key's record; empty if there is none. Needs no session. */
+  public Optional<KeyRecord> getKey(String scope, String key) {
+    return join(getKeyAsync(scope, key));
+  }
+
+  /** See {@link #getKey}; retried like {@link #getAsync}. */
+  public CompletableFuture<Optional<KeyRecord>> getKeyAsync(String scope, String key) {
+    checkKeyId(scope, key);
+    GetKeyRequest req = GetKeyRequest.newBuilder().setScope(scope).setKey(key).build();
+    Read<GetKeyReply, Optional<KeyRecord>> read =
+        new Read<>(
+            "key " + scope + "/" + key,
+            System.nanoTime() + timeoutNanos,
+            (stub, observer) -> stub.getKey(req, observer),
+            GetKeyReply::getCode,
+            GetKeyReply::getMessage,
+            GetKeyReply::getLeaderHint,
+            r ->
+                r.getFound()
+                    ? Optional.of(
+                        new KeyRecord(
+                            scope,
+                            key,
+                            r.getCompleted(),
+                            r.getToken(),
+                            r.getDeadlineMs(),
+                            r.getCompletedAtMs(),
+                            r.getExpiresAtMs(),
+                            r.getFingerprint().toByteArray(),
+                            r.getResponse().toByteArray(),
+                            r.getLogTimeMs()))
+                    : Optional.empty());
+    read.attempt();
+    return read.result;
+  }
+
+  private static Operation operationOf(Write w) {
+    Operation.Builder o = Operation.newBuilder();
+    if (w instanceof Write.Put p) {
+      checkKey(p.key());
+      o.setPut(Put.newBuilder().setKey(p.key()).setValue(ByteString.copyFrom(p.value())));
+    } else if (w instanceof Write.Delete d) {
+      checkKey(d.key());
+      o.setDelete(Delete.newBuilder().setKey(d.key()));
+    } else if (w instanceof Write.CompareAndSet c) {
+      checkKey(c.key());
+      o.setCompareAndSet(
+          CompareAndSet.newBuilder()
+              .setKey(c.key())
+              .setExpectedVersion(c.expectedVersion())
+              .setValue(ByteString.copyFrom(c.value())));
+    } else if (w instanceof Write.Increment i) {
+      checkKey(i.key());
+      o.setIncrement(Increment.newBuilder().setKey(i.key()).setDelta(i.delta()));
+    } else if (w instanceof Write.Append a) {
+      checkKey(a.key());
+      o.setAppend(Append.newBuilder().setKey(a.key()).setValue(ByteString.copyFrom(a.value())));
+    }
+    return o.build();
+  }
+
   // ---- reads ----
 
   /** A linearizable read of {@code key}; empty if absent. Needs no session. */
@@ -319,21 +543,59 @@ public final class IdemClient implements AutoCloseable {
    */
   public CompletableFuture<Optional<KeyValue>> getAsync(String key) {
     checkKey(key);
-    Read read = new Read(key, System.nanoTime() + timeoutNanos);
+    GetRequest req = GetRequest.newBuilder().setKey(key).build();
+    Read<GetReply, Optional<KeyValue>> read =
+        new Read<>(
+            key,
+            System.nanoTime() + timeoutNanos,
+            (stub, observer) -> stub.get(req, observer),
+            GetReply::getCode,
+            GetReply::getMessage,
+            GetReply::getLeaderHint,
+            r -> r.getFound() ? Optional.of(keyValue(key, r)) : Optional.empty());
     read.attempt();
     return read.result;
   }
 
-  /** One linearizable read, retried through redirects and failures until its deadline. */
-  private final class Read {
-    final String key;
+  private static KeyValue keyValue(String key, GetReply r) {
+    List<byte[]> elements = new ArrayList<>();
+    r.getElementsList().forEach(b -> elements.add(b.toByteArray()));
+    return new KeyValue(
+        key,
+        r.getElementsCount() > 0 ? null : r.getValue().toByteArray(),
+        List.copyOf(elements),
+        r.getVersion(),
+        r.getModRevision(),
+        r.getLease().isEmpty() ? null : r.getLease());
+  }
+
+  /** One linearizable read RPC (of reply type R), retried through redirects and failures. */
+  private final class Read<R, T> {
+    final String what;
     final long deadline;
-    final CompletableFuture<Optional<KeyValue>> result = new CompletableFuture<>();
+    final BiConsumer<IdemGrpc.IdemStub, StreamObserver<R>> call;
+    final Function<R, Code> code;
+    final Function<R, String> message;
+    final Function<R, String> leaderHint;
+    final Function<R, T> value;
+    final CompletableFuture<T> result = new CompletableFuture<>();
     String lastError = "";
 
-    Read(String key, long deadline) {
-      this.key = key;
+    Read(
+        String what,
+        long deadline,
+        BiConsumer<IdemGrpc.IdemStub, StreamObserver<R>> call,
+        Function<R, Code> code,
+        Function<R, String> message,
+        Function<R, String> leaderHint,
+        Function<R, T> value) {
+      this.what = what;
       this.deadline = deadline;
+      this.call = call;
+      this.code = code;
+      this.message = message;
+      this.leaderHint = leaderHint;
+      this.value = value;
     }
 
     void attempt() {
@@ -345,36 +607,37 @@ public final class IdemClient implements AutoCloseable {
         return;
       }
       long left = Math.max(1, deadline - System.nanoTime());
-      IdemGrpc.newStub(c.channel)
-          .withDeadlineAfter(
-              Math.min(left, TimeUnit.MILLISECONDS.toNanos(settings.rpcTimeoutMs())),
-              TimeUnit.NANOSECONDS)
-          .get(
-              GetRequest.newBuilder().setKey(key).build(),
-              new StreamObserver<>() {
-                @Override
-                public void onNext(GetReply r) {
-                  if (r.getCode() == Code.OK) {
-                    succeed(r);
-                  } else if (r.getCode() == Code.INVALID_ARGUMENT) {
-                    fail(new InvalidArgumentException(r.getMessage(), 0, 0));
-                  } else {
-                    lastError = r.getCode() + " " + r.getMessage();
-                    session.redirect(r.getLeaderHint());
-                    retry();
-                  }
-                }
+      call.accept(
+          IdemGrpc.newStub(c.channel)
+              .withDeadlineAfter(
+                  Math.min(left, TimeUnit.MILLISECONDS.toNanos(settings.rpcTimeoutMs())),
+                  TimeUnit.NANOSECONDS),
+          new StreamObserver<>() {
+            @Override
+            public void onNext(R r) {
+              Code k = code.apply(r);
+              if (k == Code.OK) {
+                T v = value.apply(r);
+                onWorkers(() -> result.complete(v));
+              } else if (k == Code.INVALID_ARGUMENT) {
+                fail(new InvalidArgumentException(message.apply(r), 0, 0));
+              } else {
+                lastError = k + " " + message.apply(r);
+                session.redirect(leaderHint.apply(r));
+                retry();
+              }
+            }
 
-                @Override
-                public void onError(Throwable t) {
-                  lastError = t.toString();
-                  session.redirect("");
-                  retry();
-                }
+            @Override
+            public void onError(Throwable t) {
+              lastError = t.toString();
+              session.redirect("");
+              retry();
+            }
 
-                @Override
-                public void onCompleted() {}
-              });
+            @Override
+            public void onCompleted() {}
+          });
     }
 
     private void retry() {
@@ -382,7 +645,7 @@ public final class IdemClient implements AutoCloseable {
         fail(
             new NotSentException(
                 NotSentException.Reason.UNAVAILABLE,
-                "read of " + key + " found no leader in time; last: " + lastError,
+                "read of " + what + " found no leader in time; last: " + lastError,
                 0,
                 session.leaderHint(),
                 null));
@@ -395,25 +658,6 @@ public final class IdemClient implements AutoCloseable {
             new NotSentException(
                 NotSentException.Reason.CLIENT_CLOSED, "the client is closed", 0, "", e));
       }
-    }
-
-    private void succeed(GetReply r) {
-      Optional<KeyValue> kv = Optional.empty();
-      if (r.getFound()) {
-        List<byte[]> elements = new ArrayList<>();
-        r.getElementsList().forEach(b -> elements.add(b.toByteArray()));
-        kv =
-            Optional.of(
-                new KeyValue(
-                    key,
-                    r.getElementsCount() > 0 ? null : r.getValue().toByteArray(),
-                    List.copyOf(elements),
-                    r.getVersion(),
-                    r.getModRevision(),
-                    r.getLease().isEmpty() ? null : r.getLease()));
-      }
-      Optional<KeyValue> value = kv;
-      onWorkers(() -> result.complete(value));
     }
 
     private void fail(IdemException e) {
@@ -594,10 +838,28 @@ public final class IdemClient implements AutoCloseable {
       case INCREMENT -> new CounterResult(r.getNumber(), rev, dup);
       case APPEND -> new AppendResult(r.getNumber(), rev, dup);
       case GRANT_LEASE, KEEP_ALIVE_LEASE, REVOKE_LEASE -> new LeaseResult(r.getNumber(), rev, dup);
-      case ACQUIRE_KEY, COMPLETE_KEY, RELEASE_KEY, RENEW_KEY ->
-          throw new ProtocolException("key operations are not supported yet", 0, f.getSeq());
+      case ACQUIRE_KEY ->
+          switch (r.getKeyOutcome()) {
+            case ACQUIRED ->
+                new KeyAcquisition.Acquired(r.getToken(), r.getDeadlineMs(), r.getDone(), rev, dup);
+            case COMPLETED -> new KeyAcquisition.Completed(r.getResponse().toByteArray(), rev, dup);
+            case IN_PROGRESS -> new KeyAcquisition.InProgress(r.getDeadlineMs(), rev, dup);
+            case MISMATCH -> new KeyAcquisition.Mismatch(rev, dup);
+            default -> throw unexpectedOutcome(r, f.getSeq());
+          };
+      case COMPLETE_KEY, RELEASE_KEY, RENEW_KEY ->
+          switch (r.getKeyOutcome()) {
+            case SETTLED -> new KeySettlement.Settled(r.getDeadlineMs(), r.getNumber(), rev, dup);
+            case KEY_FENCED -> new KeySettlement.Fenced(r.getToken(), rev, dup);
+            default -> throw unexpectedOutcome(r, f.getSeq());
+          };
       case OP_NOT_SET -> throw new ProtocolException("an answer to no operation", 0, f.getSeq());
     };
+  }
+
+  private ProtocolException unexpectedOutcome(Result r, long seq) {
+    return new ProtocolException(
+        "a key operation answered " + r.getKeyOutcome(), session.clientId(), seq);
   }
 
   private RejectedException rejected(Result r, long seq) {
@@ -608,6 +870,8 @@ public final class IdemClient implements AutoCloseable {
       case LEASE_NOT_FOUND -> new LeaseNotFoundException(m, id, seq);
       case WRONG_TYPE -> new WrongTypeException(m, id, seq);
       case INVALID_ARGUMENT -> new InvalidArgumentException(m, id, seq);
+      case FENCED_WRITE -> new FencedWriteException(m, r.getToken(), id, seq);
+      case CAS_MISMATCH -> new CasMismatchException(m, id, seq);
       default -> new ProtocolException(r.getCode() + ": " + m, id, seq);
     };
   }
@@ -640,6 +904,24 @@ public final class IdemClient implements AutoCloseable {
   private static void checkKey(String key) {
     if (key == null || key.isEmpty()) {
       throw new InvalidArgumentException("key must not be empty", 0, 0);
+    }
+  }
+
+  /** Checks a key id's parts as {@link Fence} and the key operations need them. */
+  static void checkKeyId(String scope, String key) {
+    if (scope == null || scope.length() > MAX_KEY_CHARS) {
+      throw new InvalidArgumentException(
+          "scope must have at most " + MAX_KEY_CHARS + " characters", 0, 0);
+    }
+    if (key == null || key.isEmpty() || key.length() > MAX_KEY_CHARS) {
+      throw new InvalidArgumentException(
+          "key must have 1 to " + MAX_KEY_CHARS + " characters", 0, 0);
+    }
+  }
+
+  private static void positiveMillis(String what, Duration d) {
+    if (d == null || d.toMillis() < 1) {
+      throw new InvalidArgumentException(what + " must be at least 1 ms, got " + d, 0, 0);
     }
   }
 
@@ -790,7 +1072,7 @@ public final class IdemClient implements AutoCloseable {
               identityFile,
               name,
               transport);
-      return new IdemClient(settings, new SessionDriver(settings), requestTimeout.toNanos());
+      return new IdemClient(settings, new SessionDriver(settings), requestTimeout.toNanos(), null);
     }
 
     static void positive(String what, Duration d) {

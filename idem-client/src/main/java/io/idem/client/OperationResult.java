@@ -7,7 +7,14 @@ package io.idem.client;
  * for calls a previous instance had in flight.
  */
 public sealed interface OperationResult
-    permits WriteResult, DeleteResult, CasResult, CounterResult, AppendResult, LeaseResult {
+    permits WriteResult,
+        DeleteResult,
+        CasResult,
+        CounterResult,
+        AppendResult,
+        LeaseResult,
+        KeyAcquisition,
+        KeySettlement {
 
   /** The log index of the entry that applied the operation. */
   long revision();

@@ -9,6 +9,8 @@ public abstract sealed class RejectedException extends IdemException
         DuplicateLeaseException,
         LeaseNotFoundException,
         WrongTypeException,
+        FencedWriteException,
+        CasMismatchException,
         ProtocolException {
   private static final long serialVersionUID = 1L;
 

@@ -308,6 +308,10 @@ final class ReplicatedState {
               op.getCompareAndSet().hasFence() ? op.getCompareAndSet().getFence() : null;
           case INCREMENT -> op.getIncrement().hasFence() ? op.getIncrement().getFence() : null;
           case APPEND -> op.getAppend().hasFence() ? op.getAppend().getFence() : null;
+          case DELETE ->
+              op.getDelete().hasFence() && entryVersion >= EXACT_FENCES_SINCE_VERSION
+                  ? op.getDelete().getFence()
+                  : null;
           default -> null;
         };
     return f == null

@@ -11,6 +11,7 @@ import io.idem.proto.Code;
 import io.idem.proto.Command;
 import io.idem.proto.CompareAndSet;
 import io.idem.proto.CompleteKey;
+import io.idem.proto.Delete;
 import io.idem.proto.Fence;
 import io.idem.proto.GetKeyReply;
 import io.idem.proto.GetKeyRequest;
@@ -284,6 +285,18 @@ class KeyStateTest {
     ServerFrame again = send(a, seqA, staleWrites.get(3));
     assertThat(again.getDuplicate()).isTrue();
     assertThat(again.getResult().getCode()).isEqualTo(Code.FENCED_WRITE);
+
+    send(a, nextSeq(), Operation.newBuilder().setPut(Put.newBuilder().setKey("d")).build());
+    Result staleDelete =
+        send(
+                a,
+                nextSeq(),
+                Operation.newBuilder()
+                    .setDelete(Delete.newBuilder().setKey("d").setFence(stale))
+                    .build())
+            .getResult();
+    assertThat(staleDelete.getCode()).isEqualTo(Code.FENCED_WRITE);
+    assertThat(state.get("d").getFound()).isTrue();
 
     assertThat(send(b, 2, fencedPut("v", "new", current)).getResult().getCode()).isEqualTo(Code.OK);
     assertThat(state.get("v").getValue().toStringUtf8()).isEqualTo("new");
