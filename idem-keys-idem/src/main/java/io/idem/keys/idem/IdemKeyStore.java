@@ -1,0 +1,156 @@
+package io.idem.keys.idem;
+
+import io.idem.client.CasMismatchException;
+import io.idem.client.IdemClient;
+import io.idem.client.IdemException;
+import io.idem.client.InvalidArgumentException;
+import io.idem.client.KeyAcquisition;
+import io.idem.client.KeySettlement;
+import io.idem.client.LeaseNotFoundException;
+import io.idem.client.Write;
+import io.idem.client.WrongTypeException;
+import io.idem.keys.Fingerprint;
+import io.idem.keys.IdempotencyKey;
+import io.idem.keys.KeyStoreException;
+import io.idem.keys.spi.Acquisition;
+import io.idem.keys.spi.KeyStore;
+import io.idem.keys.spi.Settlement;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
+import java.util.function.Supplier;
+
+/**
+ * The key store on an Idem cluster. Each operation is a command in the replicated log, sent through
+ * the client's session, so it is applied exactly once: an acquire whose answer was lost and is
+ * resent gets the same token, and no phantom owner is left behind. Deadlines and retention run on
+ * log time, the fencing token is the acquire's log position (it only grows, across failovers and
+ * restarts), and records live in the state machine's snapshots.
+ *
+ * <p>Beyond the {@link KeyStore} contract, {@link #complete(IdempotencyKey, long, byte[], Write)}
+ * applies the business step's write in the same step as the completion, and {@link
+ * IdemClient#fenced} guards other writes with the token.
+ *
+ * <p>Errors: an {@link InvalidArgumentException} (a part out of the cluster's bounds) fails the
+ * stage with {@link IllegalArgumentException}; every other client failure (not sent, outcome
+ * unknown, session lost) with {@link KeyStoreException}, never with a yes. Thread-safe; it does not
+ * block: stages complete on the client's worker pool.
+ */
+public final class IdemKeyStore implements KeyStore {
+  private final IdemClient client;
+
+  private IdemKeyStore(IdemClient client) {
+    this.client = client;
+  }
+
+  /** A store over {@code client}'s session (the caller keeps and closes the client). */
+  public static IdemKeyStore over(IdemClient client) {
+    if (client == null) {
+      throw new IllegalArgumentException("client must not be null");
+    }
+    return new IdemKeyStore(client);
+  }
+
+  @Override
+  public CompletionStage<Acquisition> acquire(
+      IdempotencyKey key, Fingerprint fingerprint, Duration inProgressTimeout, Duration retention) {
+    return call(
+            key,
+            () ->
+                client.acquireKeyAsync(
+                    key.scope(), key.key(), fingerprint.bytes(), inProgressTimeout, retention))
+        .thenApply(IdemKeyStore::acquisition);
+  }
+
+  @Override
+  public CompletionStage<Settlement> complete(IdempotencyKey key, long token, byte[] response) {
+    return complete(key, token, response, null);
+  }
+
+  /**
+   * Completes the key and applies {@code effect} (may be null) in the same log command: both or
+   * neither. A failing effect fails the stage with the client's {@link CasMismatchException},
+   * {@link WrongTypeException} or {@link LeaseNotFoundException} and leaves the key owned.
+   */
+  public CompletionStage<Settlement> complete(
+      IdempotencyKey key, long token, byte[] response, Write effect) {
+    return call(key, () -> client.completeKeyAsync(key.scope(), key.key(), token, response, effect))
+        .thenApply(IdemKeyStore::settlement);
+  }
+
+  @Override
+  public CompletionStage<Settlement> release(IdempotencyKey key, long token) {
+    return call(key, () -> client.releaseKeyAsync(key.scope(), key.key(), token))
+        .thenApply(IdemKeyStore::settlement);
+  }
+
+  @Override
+  public CompletionStage<Settlement> renew(IdempotencyKey key, long token, Duration extension) {
+    return call(key, () -> client.renewKeyAsync(key.scope(), key.key(), token, extension))
+        .thenApply(IdemKeyStore::settlement);
+  }
+
+  /**
+   * Runs the client call, translating its failures (thrown at once, or completing the future) into
+   * the store contract's.
+   */
+  private static <T> CompletableFuture<T> call(
+      IdempotencyKey key, Supplier<CompletableFuture<T>> op) {
+    CompletableFuture<T> f;
+    try {
+      f = op.get();
+    } catch (RuntimeException e) {
+      return CompletableFuture.failedFuture(translate(key, e));
+    }
+    CompletableFuture<T> out = new CompletableFuture<>();
+    f.whenComplete(
+        (v, e) -> {
+          if (e == null) {
+            out.complete(v);
+          } else {
+            out.completeExceptionally(translate(key, e));
+          }
+        });
+    return out;
+  }
+
+  private static Throwable translate(IdempotencyKey key, Throwable e) {
+    Throwable t = e;
+    while (t instanceof CompletionException && t.getCause() != null) {
+      t = t.getCause();
+    }
+    if (t instanceof InvalidArgumentException) {
+      return new IllegalArgumentException(t.getMessage(), t);
+    }
+    if (t instanceof CasMismatchException
+        || t instanceof WrongTypeException
+        || t instanceof LeaseNotFoundException) {
+      return t; // a definite refusal of a completion's effect: the key is still the caller's
+    }
+    if (t instanceof IdemException) {
+      return new KeyStoreException(key, "the Idem cluster did not settle it: " + t.getMessage(), t);
+    }
+    return new KeyStoreException(key, "unexpected failure: " + t, t);
+  }
+
+  private static Acquisition acquisition(KeyAcquisition a) {
+    if (a instanceof KeyAcquisition.Acquired x) {
+      return new Acquisition.Acquired(x.token(), x.deadlineMs());
+    }
+    if (a instanceof KeyAcquisition.Completed c) {
+      return new Acquisition.Completed(c.response());
+    }
+    if (a instanceof KeyAcquisition.InProgress p) {
+      return new Acquisition.InProgress(p.deadlineMs());
+    }
+    return new Acquisition.Mismatch();
+  }
+
+  private static Settlement settlement(KeySettlement s) {
+    if (s instanceof KeySettlement.Settled d) {
+      return new Settlement.Done(d.deadlineMs());
+    }
+    return new Settlement.Fenced(((KeySettlement.Fenced) s).currentToken());
+  }
+}

@@ -1,0 +1,221 @@
+package io.idem.keys.idem;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.idem.client.CasMismatchException;
+import io.idem.client.Fence;
+import io.idem.client.FencedWriteException;
+import io.idem.client.IdemClient;
+import io.idem.client.Write;
+import io.idem.keys.Fingerprint;
+import io.idem.keys.IdempotencyKey;
+import io.idem.keys.IdempotentExecutor;
+import io.idem.keys.KeyInProgressException;
+import io.idem.keys.KeyStoreException;
+import io.idem.keys.spi.Acquisition;
+import io.idem.keys.spi.Settlement;
+import io.idem.testkit.LocalCluster;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The executor and the store contract on a real (in-process, one-node) Idem cluster. */
+@Timeout(120)
+class IdemKeyStoreTest {
+  @TempDir static Path dir;
+  static LocalCluster cluster;
+  static IdemClient client;
+  static IdemKeyStore store;
+
+  @BeforeAll
+  static void start() {
+    cluster = LocalCluster.start(1, dir);
+    cluster.waitForLeader(Duration.ofSeconds(30));
+    client = IdemClient.builder().servers(cluster.clientAddresses()).build();
+    store = IdemKeyStore.over(client);
+  }
+
+  @AfterAll
+  static void stop() {
+    client.close();
+    cluster.close();
+  }
+
+  private static byte[] utf8(String s) {
+    return s.getBytes(StandardCharsets.UTF_8);
+  }
+
+  private static <T> T join(java.util.concurrent.CompletionStage<T> s) {
+    return s.toCompletableFuture().join();
+  }
+
+  @Test
+  void theExecutorRunsAKeyOnceAndReplaysItsResponse() throws Exception {
+    AtomicInteger runs = new AtomicInteger();
+    try (IdempotentExecutor ex = IdempotentExecutor.builder(store).build()) {
+      IdempotencyKey key = new IdempotencyKey("acme", "order-1");
+      Fingerprint fp = Fingerprint.of(utf8("100 EUR"));
+      List<String> answers = new ArrayList<>();
+      for (int i = 0; i < 3; i++) {
+        answers.add(
+            ex.execute(
+                key,
+                fp,
+                IdempotentExecutor.Codec.utf8(),
+                token -> "paid with token " + token + " run " + runs.incrementAndGet()));
+      }
+      assertThat(runs).hasValue(1);
+      assertThat(answers).containsOnly(answers.get(0));
+      long token = client.getKey("acme", "order-1").orElseThrow().token();
+      assertThat(answers.get(0)).isEqualTo("paid with token " + token + " run 1");
+    }
+  }
+
+  @Test
+  void concurrentDuplicatesWaitForTheOneRun() throws Exception {
+    AtomicInteger runs = new AtomicInteger();
+    ExecutorService pool = Executors.newFixedThreadPool(4);
+    try (IdempotentExecutor ex =
+        IdempotentExecutor.builder(store).waitForResult(Duration.ofSeconds(20)).build()) {
+      IdempotencyKey key = new IdempotencyKey("acme", "order-2");
+      List<Future<String>> calls = new ArrayList<>();
+      for (int i = 0; i < 4; i++) {
+        calls.add(
+            pool.submit(
+                () ->
+                    ex.execute(
+                        key,
+                        Fingerprint.none(),
+                        IdempotentExecutor.Codec.utf8(),
+                        token -> {
+                          Thread.sleep(300);
+                          return "run " + runs.incrementAndGet();
+                        })));
+      }
+      for (Future<String> f : calls) {
+        assertThat(f.get(30, TimeUnit.SECONDS)).isEqualTo("run 1");
+      }
+      assertThat(runs).hasValue(1);
+    } finally {
+      pool.shutdownNow();
+    }
+    // Without waiting, a duplicate during the run fails at once and runs nothing.
+    try (IdempotentExecutor ex = IdempotentExecutor.builder(store).build()) {
+      IdempotencyKey key = new IdempotencyKey("acme", "order-3");
+      Acquisition held =
+          join(store.acquire(key, Fingerprint.none(), Duration.ofMinutes(1), Duration.ofHours(1)));
+      assertThat(held).isInstanceOf(Acquisition.Acquired.class);
+      assertThatThrownBy(
+              () ->
+                  ex.execute(
+                      key,
+                      Fingerprint.none(),
+                      IdempotentExecutor.Codec.utf8(),
+                      token -> "run " + runs.incrementAndGet()))
+          .isInstanceOf(KeyInProgressException.class);
+      assertThat(runs).hasValue(1);
+    }
+  }
+
+  @Test
+  void aTakeoverFencesTheFirstOwnersCompletionEffectAndWrites() throws Exception {
+    IdempotencyKey key = new IdempotencyKey("acme", "payment-7");
+    Acquisition.Acquired first =
+        (Acquisition.Acquired)
+            join(
+                store.acquire(
+                    key, Fingerprint.none(), Duration.ofMillis(200), Duration.ofHours(1)));
+    // The first owner stalls past its deadline (log time); a duplicate takes the key over.
+    Acquisition second = null;
+    for (int i = 0; i < 100; i++) {
+      second =
+          join(store.acquire(key, Fingerprint.none(), Duration.ofMinutes(1), Duration.ofHours(1)));
+      if (second instanceof Acquisition.Acquired) {
+        break;
+      }
+      Thread.sleep(50);
+    }
+    assertThat(second).isInstanceOf(Acquisition.Acquired.class);
+    long newer = ((Acquisition.Acquired) second).token();
+    assertThat(newer).isGreaterThan(first.token());
+
+    // The stale owner's fenced write and its completion (with its effect) change nothing.
+    IdemClient stale = client.fenced(new Fence("acme", "payment-7", first.token()));
+    assertThatThrownBy(() -> stale.increment("balance/7", -100))
+        .isInstanceOfSatisfying(
+            FencedWriteException.class, e -> assertThat(e.currentToken()).isEqualTo(newer));
+    assertThat(
+            join(
+                store.complete(
+                    key, first.token(), utf8("stale"), Write.append("ledger/7", utf8("x")))))
+        .isEqualTo(new Settlement.Fenced(newer));
+    assertThat(client.get("balance/7")).isEmpty();
+    assertThat(client.get("ledger/7")).isEmpty();
+
+    // The new owner writes fenced, and completes with its ledger entry in the same step; a failing
+    // effect first leaves the key its own.
+    IdemClient owner = client.fenced(new Fence("acme", "payment-7", newer));
+    assertThat(owner.increment("balance/7", -100)).isEqualTo(-100);
+    assertThatThrownBy(
+            () ->
+                join(
+                    store.complete(
+                        key, newer, utf8("paid"), Write.compareAndSet("ledger/7", 5, utf8("x")))))
+        .isInstanceOf(CompletionException.class)
+        .hasCauseInstanceOf(CasMismatchException.class);
+    assertThat(join(store.complete(key, newer, utf8("paid"), Write.append("ledger/7", utf8("p7")))))
+        .isEqualTo(new Settlement.Done(0));
+    assertThat(client.get("ledger/7").orElseThrow().elements()).hasSize(1);
+    assertThat(
+            join(
+                store.acquire(key, Fingerprint.none(), Duration.ofMinutes(1), Duration.ofHours(1))))
+        .isEqualTo(new Acquisition.Completed(utf8("paid")));
+    // Once completed, the owner's token still passes a fence (the record keeps it); a token that
+    // was never handed out does not.
+    assertThatThrownBy(
+            () -> client.fenced(new Fence("acme", "payment-7", newer + 1)).put("x", utf8("y")))
+        .isInstanceOf(FencedWriteException.class);
+  }
+
+  @Test
+  void badPartsAreIllegalArgumentsAndAnUnreachableClusterIsNeverAYes() throws Exception {
+    IdempotencyKey key = new IdempotencyKey("acme", "k");
+    assertThatThrownBy(
+            () ->
+                join(
+                    store.acquire(
+                        key, Fingerprint.none(), Duration.ofDays(30), Duration.ofHours(1))))
+        .hasCauseInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("in-progress timeout");
+
+    String nobody = "127.0.0.1:" + LocalCluster.freePort();
+    AtomicInteger runs = new AtomicInteger();
+    try (IdemClient lost =
+            IdemClient.builder().servers(nobody).requestTimeout(Duration.ofMillis(500)).build();
+        IdempotentExecutor ex = IdempotentExecutor.builder(IdemKeyStore.over(lost)).build()) {
+      assertThatThrownBy(
+              () ->
+                  ex.execute(
+                      key,
+                      Fingerprint.none(),
+                      IdempotentExecutor.Codec.utf8(),
+                      token -> "run " + runs.incrementAndGet()))
+          .isInstanceOf(KeyStoreException.class);
+    }
+    assertThat(runs).hasValue(0);
+  }
+}
