@@ -182,6 +182,11 @@ public final class ProcessCluster implements AutoCloseable {
     return ids.get(i);
   }
 
+  /** The nodes' own client addresses, bypassing the proxies (for observers the faults spare). */
+  public List<String> directAddresses() {
+    return List.copyOf(listenAddresses);
+  }
+
   /** Where clients connect: the proxies. */
   public List<String> clientAddresses() {
     return proxies.stream().map(FaultProxy::address).toList();
@@ -229,7 +234,8 @@ public final class ProcessCluster implements AutoCloseable {
     proxies.forEach(FaultProxy::close);
   }
 
-  private static void signal(Process p, String signal) {
+  /** Sends {@code signal} (STOP, CONT, ...) to {@code p} with kill(1). */
+  static void signal(Process p, String signal) {
     try {
       Process k = new ProcessBuilder("kill", "-" + signal, Long.toString(p.pid())).start();
       if (!k.waitFor(5, TimeUnit.SECONDS) || k.exitValue() != 0) {

@@ -26,7 +26,9 @@ public record Violation(Kind kind, String key, String detail) {
     /** Replicas ended in different states. */
     DIVERGENCE,
     /** Two holders of one lease at overlapping times. */
-    LEASE
+    LEASE,
+    /** A write carrying a stale owner's fencing token landed (or, unfenced, a stale owner's). */
+    STALE_WRITE
   }
 
   @Override

@@ -1,0 +1,53 @@
+package io.idem.verify;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The keys campaign's ci profile ({@code idem verify --workload keys}): payment workers in
+ * processes of their own, with idempotency keys on three real server processes, under kill -9 and
+ * SIGSTOP of workers, lost responses and leader kills: every payment exactly once, no stale write.
+ * And the negative control, unfenced, which the checker must catch.
+ */
+@Timeout(300)
+class KeysCampaignTest {
+  @TempDir Path dir;
+
+  private static long seed(String campaign) {
+    long seed = Long.getLong("idem.verify.seed", System.nanoTime());
+    System.out.println(campaign + " seed " + seed + "; replay with -Didem.verify.seed=" + seed);
+    return seed;
+  }
+
+  @Test
+  void everyPaymentIsAppliedExactlyOnceAndNoStaleWriteLands() throws Exception {
+    KeysCampaign.Report r =
+        KeysCampaign.run(dir.resolve("fenced"), KeysCampaign.Settings.ci(seed("keys"), false));
+    System.out.println("keys campaign " + r);
+    assertThat(r.violations()).isEmpty();
+    assertThat(r.payments()).isGreaterThan(100);
+    assertThat(r.acknowledged()).isGreaterThan(r.payments());
+    assertThat(r.faults().keySet())
+        .contains(
+            "kill -9 worker",
+            "SIGSTOP worker past its deadline",
+            "responses lost",
+            "kill -9 leader");
+    assertThat(r.refusals()).as("stale owners the fences stopped").isPositive();
+  }
+
+  @Test
+  void unfencedWritesOfPausedOwnersAreCaughtAsDoublePayments() throws Exception {
+    KeysCampaign.Report r =
+        KeysCampaign.run(
+            dir.resolve("unfenced"), KeysCampaign.Settings.ci(seed("keys negative control"), true));
+    System.out.println("keys negative control " + r);
+    assertThat(r.violations())
+        .extracting(Violation::kind)
+        .contains(Violation.Kind.DUPLICATE, Violation.Kind.STALE_WRITE);
+  }
+}
