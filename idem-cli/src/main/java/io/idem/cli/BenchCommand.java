@@ -3,6 +3,7 @@ package io.idem.cli;
 import io.idem.client.IdemClient;
 import io.idem.client.IdemTransport;
 import io.idem.testkit.LocalCluster;
+import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -250,8 +251,9 @@ final class BenchCommand implements Callable<Integer> {
     long duplicates = target.duplicates();
     double seconds = duration.toNanos() / 1e9;
     double throughput = ops / seconds;
-    System.out.println();
-    System.out.printf(
+    PrintWriter out = spec.commandLine().getOut();
+    out.println();
+    out.printf(
         Locale.ROOT,
         "%s %s, %d sessions x window %d, %d-byte values, %.1f s after %.1f s warm-up: %.0f writes/s%n",
         target.name(),
@@ -262,7 +264,7 @@ final class BenchCommand implements Callable<Integer> {
         seconds,
         warmup.toNanos() / 1e9,
         throughput);
-    System.out.printf(
+    out.printf(
         Locale.ROOT,
         "latency ms: p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f   retries %d  duplicates suppressed %d  errors %d%n",
         ms(h, 50),
@@ -272,7 +274,7 @@ final class BenchCommand implements Callable<Integer> {
         retries,
         duplicates,
         errors.get());
-    System.out.printf(
+    out.printf(
         Locale.ROOT,
         "{\"target\":\"%s\",\"workload\":\"%s\",\"sessions\":%d,\"window\":%d,\"value_size\":%d,"
             + "\"seconds\":%.2f,\"ops\":%d,\"ops_per_s\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
@@ -347,7 +349,8 @@ final class BenchCommand implements Callable<Integer> {
     int width = 30;
     double fraction = Math.max(0, Math.min(1, (now - warmupEnd) / (double) duration.toNanos()));
     int filled = (int) (fraction * width);
-    System.out.printf(
+    PrintWriter out = spec.commandLine().getOut();
+    out.printf(
         Locale.ROOT,
         "\r[%s%s] %3.0f%%  %,d writes/s %s",
         "#".repeat(filled),
@@ -355,6 +358,6 @@ final class BenchCommand implements Callable<Integer> {
         fraction * 100,
         lastSecond,
         now < warmupEnd ? "(warm-up) " : "          ");
-    System.out.flush();
+    out.flush();
   }
 }

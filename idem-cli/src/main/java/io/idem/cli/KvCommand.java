@@ -10,8 +10,10 @@ import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
 
 /** {@code idem kv put|get|delete|incr|append|cas}: one exactly-once operation each. */
 @Command(
@@ -35,6 +37,7 @@ final class KvCommand {
   @Command(name = "put", mixinStandardHelpOptions = true, description = "Writes a value.")
   static final class Put implements Callable<Integer> {
     @Mixin ClientOptions options;
+    @Spec CommandSpec spec;
 
     @Parameters(index = "0", description = "The key.")
     String key;
@@ -49,7 +52,9 @@ final class KvCommand {
     public Integer call() {
       try (IdemClient c = options.client()) {
         WriteResult r = c.put(key, utf8(value), lease);
-        System.out.println("OK revision=" + r.revision() + " version=" + r.version());
+        spec.commandLine()
+            .getOut()
+            .println("OK revision=" + r.revision() + " version=" + r.version());
       }
       return 0;
     }
@@ -61,6 +66,7 @@ final class KvCommand {
       description = "Reads a key (linearizable).")
   static final class Get implements Callable<Integer> {
     @Mixin ClientOptions options;
+    @Spec CommandSpec spec;
 
     @Parameters(index = "0", description = "The key.")
     String key;
@@ -70,21 +76,25 @@ final class KvCommand {
       try (IdemClient c = options.client()) {
         Optional<KeyValue> kv = c.get(key);
         if (kv.isEmpty()) {
-          System.out.println("(not found)");
+          spec.commandLine().getOut().println("(not found)");
           return 3;
         }
         KeyValue v = kv.get();
         if (v.value() != null) {
-          System.out.println(v.valueAsString());
+          spec.commandLine().getOut().println(v.valueAsString());
         } else {
-          v.elements().forEach(e -> System.out.println(new String(e, StandardCharsets.UTF_8)));
+          v.elements()
+              .forEach(
+                  e -> spec.commandLine().getOut().println(new String(e, StandardCharsets.UTF_8)));
         }
-        System.err.println(
-            "version="
-                + v.version()
-                + " modRevision="
-                + v.modRevision()
-                + (v.lease() == null ? "" : " lease=" + v.lease()));
+        spec.commandLine()
+            .getErr()
+            .println(
+                "version="
+                    + v.version()
+                    + " modRevision="
+                    + v.modRevision()
+                    + (v.lease() == null ? "" : " lease=" + v.lease()));
       }
       return 0;
     }
@@ -93,6 +103,7 @@ final class KvCommand {
   @Command(name = "delete", mixinStandardHelpOptions = true, description = "Deletes a key.")
   static final class Delete implements Callable<Integer> {
     @Mixin ClientOptions options;
+    @Spec CommandSpec spec;
 
     @Parameters(index = "0", description = "The key.")
     String key;
@@ -101,7 +112,9 @@ final class KvCommand {
     public Integer call() {
       try (IdemClient c = options.client()) {
         DeleteResult d = c.delete(key);
-        System.out.println(d.existed() ? "deleted at revision " + d.revision() : "(not found)");
+        spec.commandLine()
+            .getOut()
+            .println(d.existed() ? "deleted at revision " + d.revision() : "(not found)");
       }
       return 0;
     }
@@ -113,6 +126,7 @@ final class KvCommand {
       description = "Adds to a counter; prints the new value.")
   static final class Incr implements Callable<Integer> {
     @Mixin ClientOptions options;
+    @Spec CommandSpec spec;
 
     @Parameters(index = "0", description = "The key.")
     String key;
@@ -126,7 +140,7 @@ final class KvCommand {
     @Override
     public Integer call() {
       try (IdemClient c = options.client()) {
-        System.out.println(c.increment(key, delta));
+        spec.commandLine().getOut().println(c.increment(key, delta));
       }
       return 0;
     }
@@ -138,6 +152,7 @@ final class KvCommand {
       description = "Appends to a list; prints its length.")
   static final class Append implements Callable<Integer> {
     @Mixin ClientOptions options;
+    @Spec CommandSpec spec;
 
     @Parameters(index = "0", description = "The key.")
     String key;
@@ -148,7 +163,7 @@ final class KvCommand {
     @Override
     public Integer call() {
       try (IdemClient c = options.client()) {
-        System.out.println(c.append(key, utf8(value)));
+        spec.commandLine().getOut().println(c.append(key, utf8(value)));
       }
       return 0;
     }
@@ -160,6 +175,7 @@ final class KvCommand {
       description = "Writes if the key's version matches (0: absent).")
   static final class Cas implements Callable<Integer> {
     @Mixin ClientOptions options;
+    @Spec CommandSpec spec;
 
     @Parameters(index = "0", description = "The key.")
     String key;
@@ -174,10 +190,12 @@ final class KvCommand {
     public Integer call() {
       try (IdemClient c = options.client()) {
         CasResult r = c.compareAndSet(key, expected, utf8(value));
-        System.out.println(
-            r.written()
-                ? "written: version " + r.version()
-                : "version mismatch: not written (the version is " + r.version() + ")");
+        spec.commandLine()
+            .getOut()
+            .println(
+                r.written()
+                    ? "written: version " + r.version()
+                    : "version mismatch: not written (the version is " + r.version() + ")");
         return r.written() ? 0 : 4;
       }
     }
