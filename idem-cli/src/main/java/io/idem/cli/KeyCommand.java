@@ -140,7 +140,8 @@ final class KeyCommand {
         "  acquired token=N deadline=MS takeover=true|false",
         "  completed response=TEXT      (replay it: the step was done)",
         "  in-progress deadline=MS      (another owner holds it until then)",
-        "A key used with another --fingerprint is an error (exit 1)."
+        "A key used with another --fingerprint is an error (exit 1). The token fences writes:"
+            + " see `idem kv put --help`, --fence."
       })
   static final class Acquire implements Callable<Integer> {
     @Mixin ClientOptions options;

@@ -15,7 +15,10 @@ import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 import picocli.CommandLine.Spec;
 
-/** {@code idem kv put|get|delete|incr|append|cas}: one exactly-once operation each. */
+/**
+ * {@code idem kv put|get|delete|incr|append|cas}: one exactly-once operation each. The writes take
+ * {@code --fence KEY:TOKEN} ({@link FenceOptions}).
+ */
 @Command(
     name = "kv",
     mixinStandardHelpOptions = true,
@@ -38,6 +41,7 @@ final class KvCommand {
   static final class Put implements Callable<Integer> {
     @Mixin ClientOptions options;
     @Spec CommandSpec spec;
+    @Mixin FenceOptions fencing;
 
     @Parameters(index = "0", description = "The key.")
     String key;
@@ -50,7 +54,7 @@ final class KvCommand {
 
     @Override
     public Integer call() {
-      try (IdemClient c = options.client()) {
+      try (IdemClient c = fencing.client(options)) {
         WriteResult r = c.put(key, utf8(value), lease);
         spec.commandLine()
             .getOut()
@@ -104,13 +108,14 @@ final class KvCommand {
   static final class Delete implements Callable<Integer> {
     @Mixin ClientOptions options;
     @Spec CommandSpec spec;
+    @Mixin FenceOptions fencing;
 
     @Parameters(index = "0", description = "The key.")
     String key;
 
     @Override
     public Integer call() {
-      try (IdemClient c = options.client()) {
+      try (IdemClient c = fencing.client(options)) {
         DeleteResult d = c.delete(key);
         spec.commandLine()
             .getOut()
@@ -127,6 +132,7 @@ final class KvCommand {
   static final class Incr implements Callable<Integer> {
     @Mixin ClientOptions options;
     @Spec CommandSpec spec;
+    @Mixin FenceOptions fencing;
 
     @Parameters(index = "0", description = "The key.")
     String key;
@@ -139,7 +145,7 @@ final class KvCommand {
 
     @Override
     public Integer call() {
-      try (IdemClient c = options.client()) {
+      try (IdemClient c = fencing.client(options)) {
         spec.commandLine().getOut().println(c.increment(key, delta));
       }
       return 0;
@@ -153,6 +159,7 @@ final class KvCommand {
   static final class Append implements Callable<Integer> {
     @Mixin ClientOptions options;
     @Spec CommandSpec spec;
+    @Mixin FenceOptions fencing;
 
     @Parameters(index = "0", description = "The key.")
     String key;
@@ -162,7 +169,7 @@ final class KvCommand {
 
     @Override
     public Integer call() {
-      try (IdemClient c = options.client()) {
+      try (IdemClient c = fencing.client(options)) {
         spec.commandLine().getOut().println(c.append(key, utf8(value)));
       }
       return 0;
@@ -176,6 +183,7 @@ final class KvCommand {
   static final class Cas implements Callable<Integer> {
     @Mixin ClientOptions options;
     @Spec CommandSpec spec;
+    @Mixin FenceOptions fencing;
 
     @Parameters(index = "0", description = "The key.")
     String key;
@@ -188,7 +196,7 @@ final class KvCommand {
 
     @Override
     public Integer call() {
-      try (IdemClient c = options.client()) {
+      try (IdemClient c = fencing.client(options)) {
         CasResult r = c.compareAndSet(key, expected, utf8(value));
         spec.commandLine()
             .getOut()

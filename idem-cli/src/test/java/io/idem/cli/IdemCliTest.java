@@ -434,6 +434,77 @@ class IdemCliTest {
         "--effect-append",
         "=v",
         s);
+    fails(2, "'job' is not KEY:TOKEN", "kv", "put", "a", "b", "--fence", "job", s);
+    fails(2, "a token is positive, got 0", "kv", "incr", "a", "--fence", "job:0", s);
+    fails(2, "the fence KEY must not be empty", "kv", "delete", "a", "--fence", ":5", s);
+    fails(2, "--fence-scope needs --fence", "kv", "append", "a", "b", "--fence-scope", "x", s);
+  }
+
+  @Test
+  void fencedWriteIsRefusedOnceTheKeyIsTakenOver(@TempDir Path dir) throws Exception {
+    try (IdemServer server = startNode(dir)) {
+      String s = "--servers=" + servers;
+      String scope = "--fence-scope=tenant:a";
+      long first =
+          field(
+              ok("key", "acquire", "job:7", "--scope=tenant:a", "--in-progress=200ms", s), "token");
+      assertThat(ok("kv", "put", "report", "v1", "--fence", "job:7:" + first, scope, s))
+          .startsWith("OK revision=");
+
+      // The owner's 200 ms pass in log time: poll, boundedly, until another acquire takes it over.
+      String taken = "";
+      long giveUp = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+      while (!taken.contains("takeover=true") && System.nanoTime() < giveUp) {
+        Thread.sleep(100);
+        taken = ok("key", "acquire", "job:7", "--scope=tenant:a", s);
+      }
+      assertThat(taken).startsWith("acquired token=").endsWith("takeover=true");
+      long second = field(taken, "token");
+      assertThat(second).isGreaterThan(first);
+
+      fails(
+          1,
+          "idem: fenced write refused: key \"job:7\" has token "
+              + second
+              + "; the write's fence token "
+              + first
+              + " is stale",
+          "kv",
+          "put",
+          "report",
+          "v2",
+          "--fence",
+          "job:7:" + first,
+          scope,
+          s);
+      fails(
+          1,
+          "idem: fenced write refused:",
+          "kv",
+          "incr",
+          "n",
+          "--fence",
+          "job:7:" + first,
+          scope,
+          s);
+      fails(
+          1,
+          "idem: fenced write refused:",
+          "kv",
+          "delete",
+          "report",
+          "--fence",
+          "job:7:" + first,
+          scope,
+          s);
+      assertThat(ok("kv", "get", "report", s)).isEqualTo("v1");
+      assertThat(server.status().getKeys()).as("kv keys: the refused incr made none").isEqualTo(1);
+      // The same key in another scope is another key: no record, so the fence refuses too.
+      fails(1, "has no record", "kv", "put", "report", "v2", "--fence", "job:7:" + second, s);
+      assertThat(ok("kv", "put", "report", "v3", "--fence", "job:7:" + second, scope, s))
+          .startsWith("OK revision=");
+      assertThat(ok("kv", "get", "report", s)).isEqualTo("v3");
+    }
   }
 
   @Test
@@ -467,5 +538,14 @@ class IdemCliTest {
         .contains("--peers")
         .contains("--fingerprint=TEXT")
         .contains("--effect-increment=KEY=DELTA");
+  }
+
+  @Test
+  void kvWritesDocumentTheirFence() {
+    for (String cmd : new String[] {"put", "delete", "incr", "append", "cas"}) {
+      out.getBuffer().setLength(0);
+      assertThat(run("kv", cmd, "--help")).as(cmd).isZero();
+      assertThat(out.toString()).as(cmd).contains("--fence=KEY:TOKEN").contains("--fence-scope");
+    }
   }
 }
