@@ -83,6 +83,40 @@ class IdemCliTest {
   }
 
   @Test
+  void benchKeysWorkloadAcquiresAndCompletesNewKeys() {
+    assertThat(
+            run(
+                "bench",
+                "--local",
+                "1",
+                "--workload",
+                "keys",
+                "--sessions",
+                "4",
+                "--window",
+                "8",
+                "--warmup",
+                "1s",
+                "--duration",
+                "2s"))
+        .as(err.toString())
+        .isZero();
+    String[] lines = out.toString().strip().split("[\\r\\n]+");
+    String json = lines[lines.length - 1];
+    assertThat(json).startsWith("{").contains("\"workload\":\"keys\"").contains("\"errors\":0}");
+    Matcher ops = Pattern.compile("\"ops\":(\\d+),").matcher(json);
+    assertThat(ops.find()).as(json).isTrue();
+    assertThat(Long.parseLong(ops.group(1))).isPositive();
+    assertThat(out.toString()).contains("keyed operations/s");
+  }
+
+  @Test
+  void benchKeysWorkloadRefusesResponsesOverTheBound() {
+    assertThat(run("bench", "--workload", "keys", "--value-size", "65537")).isEqualTo(2);
+    assertOneLineError("at most 65536");
+  }
+
+  @Test
   void benchAgainstEtcdChecksItsSettingsAndSaysWhenNobodyAnswers() {
     assertThat(run("bench", "--target", "etcd", "--local", "1")).isEqualTo(2);
     assertOneLineError("--target etcd runs the put workload against --servers only");
