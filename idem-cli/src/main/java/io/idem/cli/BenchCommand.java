@@ -2,7 +2,10 @@ package io.idem.cli;
 
 import io.idem.client.IdemClient;
 import io.idem.client.IdemTransport;
+import io.idem.client.KeyAcquisition;
+import io.idem.client.KeySettlement;
 import io.idem.testkit.LocalCluster;
+import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -12,6 +15,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.stream.Stream;
@@ -38,8 +42,18 @@ final class BenchCommand implements Callable<Integer> {
     put,
     incr,
     append,
-    mixed
+    mixed,
+    keys
   }
+
+  /** The scope of the keys workload's idempotency keys. */
+  static final String KEY_SCOPE = "bench";
+
+  /** How long the keys workload's owner holds a key: far longer than an acquire and a complete. */
+  static final Duration KEY_IN_PROGRESS = Duration.ofSeconds(30);
+
+  /** The cluster's bound on a key's stored response (docs/PROTOCOL.md). */
+  static final int MAX_KEY_RESPONSE_BYTES = 64 * 1024;
 
   @Option(
       names = "--servers",
@@ -82,8 +96,23 @@ final class BenchCommand implements Callable<Integer> {
   @Option(
       names = "--workload",
       defaultValue = "put",
-      description = "put, incr, append or mixed. Default: ${DEFAULT-VALUE}.")
+      description =
+          "put, incr, append, mixed, or keys: each operation acquires a new idempotency key and"
+              + " completes it with a --value-size response (two writes, one latency)."
+              + " Default: ${DEFAULT-VALUE}.")
   Workload workload;
+
+  @Option(
+      names = "--key-retention",
+      defaultValue = "1m",
+      converter = DurationConverter.class,
+      description =
+          "How long the keys workload's completed records are kept: the servers hold about"
+              + " throughput x retention records. Default: ${DEFAULT-VALUE}.")
+  Duration keyRetention;
+
+  /** Tells this run's keys from an earlier run's against the same cluster. */
+  private final String run = Long.toHexString(ThreadLocalRandom.current().nextLong());
 
   @Option(
       names = "--value-size",
@@ -120,6 +149,14 @@ final class BenchCommand implements Callable<Integer> {
           .getErr()
           .println(
               "idem: out of range: --sessions 1-10000, --window 1-4096, --value-size 0-1048576, --local 0-5");
+      return 2;
+    }
+    if (workload == Workload.keys && valueSize > MAX_KEY_RESPONSE_BYTES) {
+      spec.commandLine()
+          .getErr()
+          .println(
+              "idem: --workload keys stores --value-size bytes as each key's response: at most "
+                  + MAX_KEY_RESPONSE_BYTES);
       return 2;
     }
     if (target == Target.etcd) {
@@ -250,10 +287,11 @@ final class BenchCommand implements Callable<Integer> {
     long duplicates = target.duplicates();
     double seconds = duration.toNanos() / 1e9;
     double throughput = ops / seconds;
-    System.out.println();
-    System.out.printf(
+    PrintWriter out = spec.commandLine().getOut();
+    out.println();
+    out.printf(
         Locale.ROOT,
-        "%s %s, %d sessions x window %d, %d-byte values, %.1f s after %.1f s warm-up: %.0f writes/s%n",
+        "%s %s, %d sessions x window %d, %d-byte values, %.1f s after %.1f s warm-up: %.0f %s/s%n",
         target.name(),
         workload,
         sessions,
@@ -261,8 +299,9 @@ final class BenchCommand implements Callable<Integer> {
         valueSize,
         seconds,
         warmup.toNanos() / 1e9,
-        throughput);
-    System.out.printf(
+        throughput,
+        unit());
+    out.printf(
         Locale.ROOT,
         "latency ms: p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f   retries %d  duplicates suppressed %d  errors %d%n",
         ms(h, 50),
@@ -272,7 +311,7 @@ final class BenchCommand implements Callable<Integer> {
         retries,
         duplicates,
         errors.get());
-    System.out.printf(
+    out.printf(
         Locale.ROOT,
         "{\"target\":\"%s\",\"workload\":\"%s\",\"sessions\":%d,\"window\":%d,\"value_size\":%d,"
             + "\"seconds\":%.2f,\"ops\":%d,\"ops_per_s\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
@@ -335,8 +374,36 @@ final class BenchCommand implements Callable<Integer> {
       case put -> c.putAsync("bench/" + session + "/" + (n % 1000), value, null);
       case incr -> c.incrementAsync("bench/counter/" + session, 1);
       case append -> c.appendAsync("bench/list/" + (session % 16), value);
+      case keys -> keyed(c, session, n, value);
       case mixed -> throw new IllegalStateException("mixed is resolved above");
     };
+  }
+
+  /**
+   * Acquires a key no one used before and completes it: one keyed operation. Any answer but
+   * acquired, then settled, fails it, so that it counts as an error.
+   */
+  private CompletableFuture<?> keyed(IdemClient c, int session, long n, byte[] response) {
+    String key = run + "-" + session + "-" + n;
+    return c.acquireKeyAsync(KEY_SCOPE, key, new byte[0], KEY_IN_PROGRESS, keyRetention)
+        .thenCompose(
+            a ->
+                a instanceof KeyAcquisition.Acquired got
+                    ? c.completeKeyAsync(KEY_SCOPE, key, got.token(), response, null)
+                    : CompletableFuture.failedFuture(
+                        new IllegalStateException("acquire of a new key answered " + a)))
+        .thenApply(
+            s -> {
+              if (!(s instanceof KeySettlement.Settled)) {
+                throw new IllegalStateException("complete of an acquired key answered " + s);
+              }
+              return s;
+            });
+  }
+
+  /** What one operation of the workload is, for the report. */
+  private String unit() {
+    return workload == Workload.keys ? "keyed operations" : "writes";
   }
 
   private static double ms(Histogram h, double percentile) {
@@ -347,14 +414,16 @@ final class BenchCommand implements Callable<Integer> {
     int width = 30;
     double fraction = Math.max(0, Math.min(1, (now - warmupEnd) / (double) duration.toNanos()));
     int filled = (int) (fraction * width);
-    System.out.printf(
+    PrintWriter out = spec.commandLine().getOut();
+    out.printf(
         Locale.ROOT,
-        "\r[%s%s] %3.0f%%  %,d writes/s %s",
+        "\r[%s%s] %3.0f%%  %,d %s/s %s",
         "#".repeat(filled),
         " ".repeat(width - filled),
         fraction * 100,
         lastSecond,
+        unit(),
         now < warmupEnd ? "(warm-up) " : "          ");
-    System.out.flush();
+    out.flush();
   }
 }

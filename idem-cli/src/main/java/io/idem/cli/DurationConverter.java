@@ -4,7 +4,7 @@ import java.time.Duration;
 import picocli.CommandLine.ITypeConverter;
 import picocli.CommandLine.TypeConversionException;
 
-/** Parses {@code 500ms}, {@code 5s}, {@code 2m}. */
+/** Parses {@code 500ms}, {@code 5s}, {@code 2m}, {@code 24h}. */
 final class DurationConverter implements ITypeConverter<Duration> {
   @Override
   public Duration convert(String value) {
@@ -19,10 +19,14 @@ final class DurationConverter implements ITypeConverter<Duration> {
       if (v.endsWith("m")) {
         return positive(Duration.ofMinutes(Long.parseLong(v.substring(0, v.length() - 1))), value);
       }
+      if (v.endsWith("h")) {
+        return positive(Duration.ofHours(Long.parseLong(v.substring(0, v.length() - 1))), value);
+      }
     } catch (NumberFormatException e) {
       // fall through to the message below
     }
-    throw new TypeConversionException("'" + value + "' is not a duration like 500ms, 5s or 2m");
+    throw new TypeConversionException(
+        "'" + value + "' is not a duration like 500ms, 5s, 2m or 24h");
   }
 
   private static Duration positive(Duration d, String value) {

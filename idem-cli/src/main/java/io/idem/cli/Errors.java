@@ -1,6 +1,7 @@
 package io.idem.cli;
 
 import io.grpc.StatusRuntimeException;
+import io.idem.client.FencedWriteException;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 
@@ -18,6 +19,9 @@ final class Errors {
       return "server unreachable or failing: " + s.getStatus().getCode() + describe(s);
     }
     String message = e.getMessage();
+    if (e instanceof FencedWriteException) {
+      return "fenced write refused: " + message; // the server's message names both tokens
+    }
     return message == null || message.isBlank() ? e.getClass().getSimpleName() : message;
   }
 

@@ -17,6 +17,7 @@ import picocli.CommandLine.Command;
     subcommands = {
       KvCommand.class,
       LeaseCommand.class,
+      KeyCommand.class,
       StatusCommand.class,
       ConfigCommand.class,
       DemoCommand.class,

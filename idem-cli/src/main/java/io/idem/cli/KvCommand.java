@@ -10,10 +10,15 @@ import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
 
-/** {@code idem kv put|get|delete|incr|append|cas}: one exactly-once operation each. */
+/**
+ * {@code idem kv put|get|delete|incr|append|cas}: one exactly-once operation each. The writes take
+ * {@code --fence KEY:TOKEN} ({@link FenceOptions}).
+ */
 @Command(
     name = "kv",
     mixinStandardHelpOptions = true,
@@ -35,6 +40,8 @@ final class KvCommand {
   @Command(name = "put", mixinStandardHelpOptions = true, description = "Writes a value.")
   static final class Put implements Callable<Integer> {
     @Mixin ClientOptions options;
+    @Spec CommandSpec spec;
+    @Mixin FenceOptions fencing;
 
     @Parameters(index = "0", description = "The key.")
     String key;
@@ -47,9 +54,11 @@ final class KvCommand {
 
     @Override
     public Integer call() {
-      try (IdemClient c = options.client()) {
+      try (IdemClient c = fencing.client(options)) {
         WriteResult r = c.put(key, utf8(value), lease);
-        System.out.println("OK revision=" + r.revision() + " version=" + r.version());
+        spec.commandLine()
+            .getOut()
+            .println("OK revision=" + r.revision() + " version=" + r.version());
       }
       return 0;
     }
@@ -61,6 +70,7 @@ final class KvCommand {
       description = "Reads a key (linearizable).")
   static final class Get implements Callable<Integer> {
     @Mixin ClientOptions options;
+    @Spec CommandSpec spec;
 
     @Parameters(index = "0", description = "The key.")
     String key;
@@ -70,21 +80,25 @@ final class KvCommand {
       try (IdemClient c = options.client()) {
         Optional<KeyValue> kv = c.get(key);
         if (kv.isEmpty()) {
-          System.out.println("(not found)");
+          spec.commandLine().getOut().println("(not found)");
           return 3;
         }
         KeyValue v = kv.get();
         if (v.value() != null) {
-          System.out.println(v.valueAsString());
+          spec.commandLine().getOut().println(v.valueAsString());
         } else {
-          v.elements().forEach(e -> System.out.println(new String(e, StandardCharsets.UTF_8)));
+          v.elements()
+              .forEach(
+                  e -> spec.commandLine().getOut().println(new String(e, StandardCharsets.UTF_8)));
         }
-        System.err.println(
-            "version="
-                + v.version()
-                + " modRevision="
-                + v.modRevision()
-                + (v.lease() == null ? "" : " lease=" + v.lease()));
+        spec.commandLine()
+            .getErr()
+            .println(
+                "version="
+                    + v.version()
+                    + " modRevision="
+                    + v.modRevision()
+                    + (v.lease() == null ? "" : " lease=" + v.lease()));
       }
       return 0;
     }
@@ -93,15 +107,19 @@ final class KvCommand {
   @Command(name = "delete", mixinStandardHelpOptions = true, description = "Deletes a key.")
   static final class Delete implements Callable<Integer> {
     @Mixin ClientOptions options;
+    @Spec CommandSpec spec;
+    @Mixin FenceOptions fencing;
 
     @Parameters(index = "0", description = "The key.")
     String key;
 
     @Override
     public Integer call() {
-      try (IdemClient c = options.client()) {
+      try (IdemClient c = fencing.client(options)) {
         DeleteResult d = c.delete(key);
-        System.out.println(d.existed() ? "deleted at revision " + d.revision() : "(not found)");
+        spec.commandLine()
+            .getOut()
+            .println(d.existed() ? "deleted at revision " + d.revision() : "(not found)");
       }
       return 0;
     }
@@ -113,6 +131,8 @@ final class KvCommand {
       description = "Adds to a counter; prints the new value.")
   static final class Incr implements Callable<Integer> {
     @Mixin ClientOptions options;
+    @Spec CommandSpec spec;
+    @Mixin FenceOptions fencing;
 
     @Parameters(index = "0", description = "The key.")
     String key;
@@ -125,8 +145,8 @@ final class KvCommand {
 
     @Override
     public Integer call() {
-      try (IdemClient c = options.client()) {
-        System.out.println(c.increment(key, delta));
+      try (IdemClient c = fencing.client(options)) {
+        spec.commandLine().getOut().println(c.increment(key, delta));
       }
       return 0;
     }
@@ -138,6 +158,8 @@ final class KvCommand {
       description = "Appends to a list; prints its length.")
   static final class Append implements Callable<Integer> {
     @Mixin ClientOptions options;
+    @Spec CommandSpec spec;
+    @Mixin FenceOptions fencing;
 
     @Parameters(index = "0", description = "The key.")
     String key;
@@ -147,8 +169,8 @@ final class KvCommand {
 
     @Override
     public Integer call() {
-      try (IdemClient c = options.client()) {
-        System.out.println(c.append(key, utf8(value)));
+      try (IdemClient c = fencing.client(options)) {
+        spec.commandLine().getOut().println(c.append(key, utf8(value)));
       }
       return 0;
     }
@@ -160,6 +182,8 @@ final class KvCommand {
       description = "Writes if the key's version matches (0: absent).")
   static final class Cas implements Callable<Integer> {
     @Mixin ClientOptions options;
+    @Spec CommandSpec spec;
+    @Mixin FenceOptions fencing;
 
     @Parameters(index = "0", description = "The key.")
     String key;
@@ -172,12 +196,14 @@ final class KvCommand {
 
     @Override
     public Integer call() {
-      try (IdemClient c = options.client()) {
+      try (IdemClient c = fencing.client(options)) {
         CasResult r = c.compareAndSet(key, expected, utf8(value));
-        System.out.println(
-            r.written()
-                ? "written: version " + r.version()
-                : "version mismatch: not written (the version is " + r.version() + ")");
+        spec.commandLine()
+            .getOut()
+            .println(
+                r.written()
+                    ? "written: version " + r.version()
+                    : "version mismatch: not written (the version is " + r.version() + ")");
         return r.written() ? 0 : 4;
       }
     }

@@ -1,5 +1,6 @@
 package io.idem.cli;
 
+import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.idem.server.IdemServer;
@@ -7,7 +8,12 @@ import io.idem.server.ServerConfig;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.time.Duration;
+import java.util.HexFormat;
 import java.util.List;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -74,6 +80,40 @@ class IdemCliTest {
     assertThat(run("bench", "--workload", "delete")).isEqualTo(2);
     assertThat(run("bench", "--servers", "127.0.0.1:9", "--duration", "1s")).isEqualTo(1);
     assertThat(err.toString()).contains("idem:").doesNotContain("\tat ");
+  }
+
+  @Test
+  void benchKeysWorkloadAcquiresAndCompletesNewKeys() {
+    assertThat(
+            run(
+                "bench",
+                "--local",
+                "1",
+                "--workload",
+                "keys",
+                "--sessions",
+                "4",
+                "--window",
+                "8",
+                "--warmup",
+                "1s",
+                "--duration",
+                "2s"))
+        .as(err.toString())
+        .isZero();
+    String[] lines = out.toString().strip().split("[\\r\\n]+");
+    String json = lines[lines.length - 1];
+    assertThat(json).startsWith("{").contains("\"workload\":\"keys\"").contains("\"errors\":0}");
+    Matcher ops = Pattern.compile("\"ops\":(\\d+),").matcher(json);
+    assertThat(ops.find()).as(json).isTrue();
+    assertThat(Long.parseLong(ops.group(1))).isPositive();
+    assertThat(out.toString()).contains("keyed operations/s");
+  }
+
+  @Test
+  void benchKeysWorkloadRefusesResponsesOverTheBound() {
+    assertThat(run("bench", "--workload", "keys", "--value-size", "65537")).isEqualTo(2);
+    assertOneLineError("at most 65536");
   }
 
   @Test
@@ -225,6 +265,282 @@ class IdemCliTest {
         .orElseThrow();
   }
 
+  /** Runs a command that must succeed; its output, stripped. */
+  private String ok(String... args) {
+    out.getBuffer().setLength(0);
+    err.getBuffer().setLength(0);
+    assertThat(run(args)).as("%s: %s", String.join(" ", args), err).isZero();
+    return out.toString().strip();
+  }
+
+  /**
+   * Runs a command that must fail with {@code code} and one line on stderr containing {@code e}.
+   */
+  private void fails(int code, String e, String... args) {
+    out.getBuffer().setLength(0);
+    err.getBuffer().setLength(0);
+    assertThat(run(args)).as("%s: %s", String.join(" ", args), err).isEqualTo(code);
+    assertOneLineError(e);
+  }
+
+  private static long field(String line, String name) {
+    Matcher m = Pattern.compile("\\b" + name + "=(\\d+)").matcher(line);
+    assertThat(m.find()).as("%s in %s", name, line).isTrue();
+    return Long.parseLong(m.group(1));
+  }
+
+  @Test
+  void durationsTakeHours() {
+    assertThat(new DurationConverter().convert("24h")).isEqualTo(Duration.ofHours(24));
+    assertThat(new DurationConverter().convert("250ms")).isEqualTo(Duration.ofMillis(250));
+    fails(2, "'0h' must be positive", "key", "acquire", "k", "--retention", "0h");
+  }
+
+  @Test
+  void keyIsAcquiredRenewedCompletedWithAnEffectAndReplayed(@TempDir Path dir) throws Exception {
+    try (IdemServer server = startNode(dir)) {
+      String s = "--servers=" + servers;
+      String acquired =
+          ok("key", "acquire", "order-1", "--scope", "shop", "--fingerprint", "req", s);
+      assertThat(acquired).matches("acquired token=\\d+ deadline=\\d+ takeover=false");
+      long token = field(acquired, "token");
+      long deadline = field(acquired, "deadline");
+      String args = "--scope=shop";
+
+      // Another caller (a new session) with the same request sees the owner's deadline.
+      assertThat(ok("key", "acquire", "order-1", args, "--fingerprint", "req", s))
+          .isEqualTo("in-progress deadline=" + deadline);
+      fails(
+          1,
+          "idem: mismatch: the key was acquired with another fingerprint",
+          "key",
+          "acquire",
+          "order-1",
+          args,
+          "--fingerprint",
+          "other",
+          s);
+      // Without --scope it is another key altogether.
+      assertThat(ok("key", "acquire", "order-1", s)).startsWith("acquired token=");
+
+      String fp =
+          HexFormat.of()
+              .formatHex(MessageDigest.getInstance("SHA-256").digest("req".getBytes(UTF_8)), 0, 8);
+      String shown = ok("key", "show", "order-1", args, s);
+      assertThat(shown)
+          .startsWith("in-progress token=" + token + " deadline=" + deadline + " completed-at=0 ")
+          .endsWith(" fingerprint=" + fp + " response=");
+
+      String renewed =
+          ok("key", "renew", "order-1", args, "--token", "" + token, "--extension", "1m", s);
+      assertThat(renewed).matches("settled deadline=\\d+");
+      assertThat(field(renewed, "deadline")).isGreaterThan(deadline);
+
+      fails(
+          1,
+          "idem: fenced: the key's current token is " + token,
+          "key",
+          "complete",
+          "order-1",
+          args,
+          "--token",
+          "" + (token + 1),
+          s);
+      assertThat(
+              ok(
+                  "key",
+                  "complete",
+                  "order-1",
+                  args,
+                  "--token",
+                  "" + token,
+                  "--response",
+                  "invoice 7",
+                  "--effect-increment",
+                  "invoices=7",
+                  s))
+          .isEqualTo("settled number=7");
+      assertThat(ok("kv", "get", "invoices", s)).isEqualTo("7");
+      assertThat(server.status().getKeys()).as("kv keys: the effect's counter only").isEqualTo(1);
+
+      assertThat(ok("key", "acquire", "order-1", args, "--fingerprint", "req", s))
+          .isEqualTo("completed response=invoice 7");
+      shown = ok("key", "show", "order-1", args, s);
+      assertThat(shown)
+          .startsWith("completed token=" + token + " ")
+          .endsWith(" response=invoice 7");
+      assertThat(field(shown, "completed-at")).isPositive();
+      assertThat(field(shown, "expires-at")).isGreaterThan(field(shown, "completed-at"));
+      fails(
+          1,
+          "idem: fenced: the key has no owner",
+          "key",
+          "complete",
+          "order-1",
+          args,
+          "--token",
+          "" + token,
+          s);
+    }
+  }
+
+  @Test
+  void releasedKeyIsGoneAndCanBeAcquiredAgain(@TempDir Path dir) throws Exception {
+    try (IdemServer server = startNode(dir)) {
+      String s = "--servers=" + servers;
+      long token = field(ok("key", "acquire", "job", s), "token");
+      // show prints times in log time, the cluster's clock: not past the server's now.
+      long logTime = field(ok("key", "show", "job", s), "log-time");
+      assertThat(logTime).isPositive().isLessThanOrEqualTo(server.status().getLogTimeMs());
+      assertThat(ok("key", "release", "job", "--token", "" + token, s)).isEqualTo("settled");
+      out.getBuffer().setLength(0);
+      assertThat(run("key", "show", "job", s)).isEqualTo(3);
+      assertThat(out.toString()).isEqualTo("(not found)\n");
+      fails(
+          1,
+          "idem: fenced: the key has no owner",
+          "key",
+          "release",
+          "job",
+          "--token",
+          "" + token,
+          s);
+      assertThat(field(ok("key", "acquire", "job", s), "token")).isGreaterThan(token);
+    }
+  }
+
+  @Test
+  void keyCommandsRefuseBadInputBeforeConnecting() {
+    // Port 9 has no server: a command that got as far as connecting would exit 1, not 2.
+    String s = "--servers=127.0.0.1:9";
+    fails(2, "KEY must not be empty", "key", "acquire", "", s);
+    fails(2, "KEY must have at most 255 characters, got 256", "key", "show", "k".repeat(256), s);
+    fails(2, "--scope must have at most 255", "key", "acquire", "k", "--scope", "s".repeat(256), s);
+    fails(2, "a token is positive, got -1", "key", "complete", "k", "--token", "-1", s);
+    fails(2, "a token is positive, got 0", "key", "release", "k", "--token", "0", s);
+    fails(2, "Missing required option: '--token=N'", "key", "renew", "k", s);
+    fails(2, "not a duration", "key", "acquire", "k", "--in-progress", "soon", s);
+    fails(
+        2, "'-5s' must be positive", "key", "renew", "k", "--token", "1", "--extension", "-5s", s);
+    fails(
+        2,
+        "mutually exclusive",
+        "key",
+        "complete",
+        "k",
+        "--token",
+        "1",
+        "--effect-put",
+        "a=b",
+        "--effect-append",
+        "c=d",
+        s);
+    fails(
+        2,
+        "--effect-increment 'n=x' is not KEY=DELTA",
+        "key",
+        "complete",
+        "k",
+        "--token",
+        "1",
+        "--effect-increment",
+        "n=x",
+        s);
+    fails(
+        2,
+        "--effect-put 'ab' is not KEY=VALUE",
+        "key",
+        "complete",
+        "k",
+        "--token",
+        "1",
+        "--effect-put",
+        "ab",
+        s);
+    fails(
+        2,
+        "--effect-append needs a KEY",
+        "key",
+        "complete",
+        "k",
+        "--token",
+        "1",
+        "--effect-append",
+        "=v",
+        s);
+    fails(2, "'job' is not KEY:TOKEN", "kv", "put", "a", "b", "--fence", "job", s);
+    fails(2, "a token is positive, got 0", "kv", "incr", "a", "--fence", "job:0", s);
+    fails(2, "the fence KEY must not be empty", "kv", "delete", "a", "--fence", ":5", s);
+    fails(2, "--fence-scope needs --fence", "kv", "append", "a", "b", "--fence-scope", "x", s);
+  }
+
+  @Test
+  void fencedWriteIsRefusedOnceTheKeyIsTakenOver(@TempDir Path dir) throws Exception {
+    try (IdemServer server = startNode(dir)) {
+      String s = "--servers=" + servers;
+      String scope = "--fence-scope=tenant:a";
+      long first =
+          field(
+              ok("key", "acquire", "job:7", "--scope=tenant:a", "--in-progress=200ms", s), "token");
+      assertThat(ok("kv", "put", "report", "v1", "--fence", "job:7:" + first, scope, s))
+          .startsWith("OK revision=");
+
+      // The owner's 200 ms pass in log time: poll, boundedly, until another acquire takes it over.
+      String taken = "";
+      long giveUp = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+      while (!taken.contains("takeover=true") && System.nanoTime() < giveUp) {
+        Thread.sleep(100);
+        taken = ok("key", "acquire", "job:7", "--scope=tenant:a", s);
+      }
+      assertThat(taken).startsWith("acquired token=").endsWith("takeover=true");
+      long second = field(taken, "token");
+      assertThat(second).isGreaterThan(first);
+
+      fails(
+          1,
+          "idem: fenced write refused: key \"job:7\" has token "
+              + second
+              + "; the write's fence token "
+              + first
+              + " is stale",
+          "kv",
+          "put",
+          "report",
+          "v2",
+          "--fence",
+          "job:7:" + first,
+          scope,
+          s);
+      fails(
+          1,
+          "idem: fenced write refused:",
+          "kv",
+          "incr",
+          "n",
+          "--fence",
+          "job:7:" + first,
+          scope,
+          s);
+      fails(
+          1,
+          "idem: fenced write refused:",
+          "kv",
+          "delete",
+          "report",
+          "--fence",
+          "job:7:" + first,
+          scope,
+          s);
+      assertThat(ok("kv", "get", "report", s)).isEqualTo("v1");
+      assertThat(server.status().getKeys()).as("kv keys: the refused incr made none").isEqualTo(1);
+      // The same key in another scope is another key: no record, so the fence refuses too.
+      fails(1, "has no record", "kv", "put", "report", "v2", "--fence", "job:7:" + second, s);
+      assertThat(ok("kv", "put", "report", "v3", "--fence", "job:7:" + second, scope, s))
+          .startsWith("OK revision=");
+      assertThat(ok("kv", "get", "report", s)).isEqualTo("v3");
+    }
+  }
+
   @Test
   void everyCommandHasHelp() {
     for (String[] cmd :
@@ -233,6 +549,12 @@ class IdemCliTest {
           {"kv", "--help"},
           {"kv", "put", "--help"},
           {"lease", "grant", "--help"},
+          {"key", "--help"},
+          {"key", "acquire", "--help"},
+          {"key", "complete", "--help"},
+          {"key", "release", "--help"},
+          {"key", "renew", "--help"},
+          {"key", "show", "--help"},
           {"status", "--help"},
           {"config", "--help"},
           {"config", "show", "--help"},
@@ -244,6 +566,20 @@ class IdemCliTest {
         }) {
       assertThat(run(cmd)).as(String.join(" ", cmd)).isZero();
     }
-    assertThat(out.toString()).contains("Usage: idem").contains("--servers").contains("--peers");
+    assertThat(out.toString())
+        .contains("Usage: idem")
+        .contains("--servers")
+        .contains("--peers")
+        .contains("--fingerprint=TEXT")
+        .contains("--effect-increment=KEY=DELTA");
+  }
+
+  @Test
+  void kvWritesDocumentTheirFence() {
+    for (String cmd : new String[] {"put", "delete", "incr", "append", "cas"}) {
+      out.getBuffer().setLength(0);
+      assertThat(run("kv", cmd, "--help")).as(cmd).isZero();
+      assertThat(out.toString()).as(cmd).contains("--fence=KEY:TOKEN").contains("--fence-scope");
+    }
   }
 }
