@@ -23,7 +23,7 @@ class CampaignTest {
   @TempDir Path dir;
 
   /** The campaign's seed: {@code -Didem.verify.seed=N} replays a run. */
-  private static long seed(String campaign) {
+  static long seed(String campaign) {
     long seed = Long.getLong("idem.verify.seed", System.nanoTime());
     System.out.println(campaign + " seed " + seed + "; replay with -Didem.verify.seed=" + seed);
     return seed;

@@ -17,16 +17,11 @@ import org.junit.jupiter.api.io.TempDir;
 class KeysCampaignTest {
   @TempDir Path dir;
 
-  private static long seed(String campaign) {
-    long seed = Long.getLong("idem.verify.seed", System.nanoTime());
-    System.out.println(campaign + " seed " + seed + "; replay with -Didem.verify.seed=" + seed);
-    return seed;
-  }
-
   @Test
   void everyPaymentIsAppliedExactlyOnceAndNoStaleWriteLands() throws Exception {
     KeysCampaign.Report r =
-        KeysCampaign.run(dir.resolve("fenced"), KeysCampaign.Settings.ci(seed("keys"), false));
+        KeysCampaign.run(
+            dir.resolve("fenced"), KeysCampaign.Settings.ci(CampaignTest.seed("keys"), false));
     System.out.println("keys campaign " + r);
     assertThat(r.violations()).isEmpty();
     assertThat(r.payments()).isGreaterThan(100);
@@ -44,7 +39,8 @@ class KeysCampaignTest {
   void unfencedWritesOfPausedOwnersAreCaughtAsDoublePayments() throws Exception {
     KeysCampaign.Report r =
         KeysCampaign.run(
-            dir.resolve("unfenced"), KeysCampaign.Settings.ci(seed("keys negative control"), true));
+            dir.resolve("unfenced"),
+            KeysCampaign.Settings.ci(CampaignTest.seed("keys negative control"), true));
     System.out.println("keys negative control " + r);
     assertThat(r.violations())
         .extracting(Violation::kind)
