@@ -358,6 +358,8 @@ public final class IdemClient implements AutoCloseable {
    *     key with another fingerprint is answered {@link KeyAcquisition.Mismatch}. Empty: none.
    * @throws InvalidArgumentException a part out of bounds (the cluster's: 255 characters per part,
    *     64-byte fingerprints, at most 7 days)
+   * @throws TooManyKeysException a new key while the cluster's key table is at its capacity (a
+   *     million records or 512 MiB)
    */
   public KeyAcquisition acquireKey(
       String scope, String key, byte[] fingerprint, Duration inProgress, Duration retention) {
@@ -872,6 +874,7 @@ public final class IdemClient implements AutoCloseable {
       case INVALID_ARGUMENT -> new InvalidArgumentException(m, id, seq);
       case FENCED_WRITE -> new FencedWriteException(m, r.getToken(), id, seq);
       case CAS_MISMATCH -> new CasMismatchException(m, id, seq);
+      case TOO_MANY_KEYS -> new TooManyKeysException(m, id, seq);
       default -> new ProtocolException(r.getCode() + ": " + m, id, seq);
     };
   }

@@ -11,6 +11,7 @@ public abstract sealed class RejectedException extends IdemException
         WrongTypeException,
         FencedWriteException,
         CasMismatchException,
+        TooManyKeysException,
         ProtocolException {
   private static final long serialVersionUID = 1L;
 

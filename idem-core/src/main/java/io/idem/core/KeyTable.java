@@ -90,7 +90,26 @@ public final class KeyTable {
     }
   }
 
-  /** What an acquire answers: exactly one of four. */
+  /**
+   * How much a table may hold: new keys are refused ({@link Acquisition.Full}) once it holds {@code
+   * maxRecords} records or {@code maxBytes} of keys, fingerprints and responses. Not part of the
+   * snapshot: the caller passes the capacity its rules give (the server's are tied to a log format
+   * version), so every replica decides with the same one.
+   */
+  public record Capacity(int maxRecords, long maxBytes) {
+    /** No limit: for callers whose records are bounded otherwise (tests, models). */
+    public static final Capacity UNLIMITED = new Capacity(Integer.MAX_VALUE, Long.MAX_VALUE);
+
+    /** Validates both. */
+    public Capacity {
+      if (maxRecords < 1 || maxBytes < 1) {
+        throw new IllegalArgumentException(
+            "capacity must be positive, got " + maxRecords + " records, " + maxBytes + " bytes");
+      }
+    }
+  }
+
+  /** What an acquire answers: exactly one of four, or a refusal of a bad or an excess request. */
   public sealed interface Acquisition {
     /** The caller owns the key until {@code deadline} (log time), under {@code token}. */
     record Acquired(long token, long deadline, boolean takeover) implements Acquisition {}
@@ -123,6 +142,9 @@ public final class KeyTable {
 
     /** Refused as invalid (a bound); nothing changed. */
     record Invalid(String reason) implements Acquisition {}
+
+    /** A new key, refused because the table is at its capacity; nothing changed. */
+    record Full(String reason) implements Acquisition {}
   }
 
   /** What complete, release and renew answer. */
@@ -152,6 +174,15 @@ public final class KeyTable {
       this.fingerprint = fingerprint;
     }
 
+    /**
+     * The bytes it holds that callers chose: key, scope (2 bytes a char), fingerprint, response.
+     */
+    long footprint() {
+      return 2L * (id.scope().length() + id.key().length())
+          + fingerprint.length
+          + (response == null ? 0 : response.length);
+    }
+
     /** When the record is dropped: retention after completion, or after the owner's deadline. */
     long expiresAt() {
       return (response != null ? completedAt : deadline) + retentionMs;
@@ -172,6 +203,7 @@ public final class KeyTable {
   private final Map<KeyId, Record> index = new HashMap<>();
   private final TreeSet<Due> expiry = new TreeSet<>();
   private long lastToken;
+  private long bytes; // the sum of the records' footprints
 
   /** An empty table with {@code bounds}. */
   public KeyTable(Bounds bounds) {
@@ -195,6 +227,22 @@ public final class KeyTable {
    */
   public Acquisition acquire(
       KeyId id, byte[] fingerprint, long inProgressMs, long retentionMs, long token, long now) {
+    return acquire(id, fingerprint, inProgressMs, retentionMs, token, now, Capacity.UNLIMITED);
+  }
+
+  /**
+   * As {@link #acquire(KeyId, byte[], long, long, long, long)}, refusing a new key with {@link
+   * Acquisition.Full} while the table is at {@code capacity} (after expiring what is due). Existing
+   * keys are answered as ever: a takeover adds no record.
+   */
+  public Acquisition acquire(
+      KeyId id,
+      byte[] fingerprint,
+      long inProgressMs,
+      long retentionMs,
+      long token,
+      long now,
+      Capacity capacity) {
     String bad = check(id, fingerprint, retentionMs);
     if (bad == null && (inProgressMs < 1 || inProgressMs > bounds.maxRetentionMs())) {
       bad = "in-progress timeout must be in [1, " + bounds.maxRetentionMs() + "] ms";
@@ -218,9 +266,23 @@ public final class KeyTable {
     }
     boolean takeover = r != null;
     if (r == null) {
+      long adding = 2L * (id.scope().length() + id.key().length()) + fingerprint.length;
+      if (records.size() >= capacity.maxRecords() || bytes + adding > capacity.maxBytes()) {
+        return new Acquisition.Full(
+            "the key table is full ("
+                + records.size()
+                + " records, "
+                + bytes
+                + " bytes; at most "
+                + capacity.maxRecords()
+                + " records and "
+                + capacity.maxBytes()
+                + " bytes): retry after records expire");
+      }
       r = new Record(id, fingerprint.clone());
       records.put(id, r);
       index.put(id, r);
+      bytes += r.footprint();
     } else {
       expiry.remove(new Due(r.expiresAt(), id));
     }
@@ -245,6 +307,7 @@ public final class KeyTable {
     }
     expiry.remove(new Due(r.expiresAt(), id));
     r.response = response.clone();
+    bytes += response.length;
     r.completedAt = now;
     expiry.add(new Due(r.expiresAt(), id));
     return new Settlement.Done(0);
@@ -350,6 +413,7 @@ public final class KeyTable {
       if (r != null) {
         records.remove(d.id());
         index.remove(d.id());
+        bytes -= r.footprint();
         n++;
       }
     }
@@ -359,6 +423,11 @@ public final class KeyTable {
   /** How many records the table holds. */
   public int size() {
     return records.size();
+  }
+
+  /** The bytes its records hold that callers chose (keys, fingerprints, responses). */
+  public long bytes() {
+    return bytes;
   }
 
   private Record owned(KeyId id, long token) {
@@ -375,6 +444,7 @@ public final class KeyTable {
     expiry.remove(new Due(r.expiresAt(), r.id));
     records.remove(r.id);
     index.remove(r.id);
+    bytes -= r.footprint();
   }
 
   private String check(KeyId id, byte[] fingerprint, long retentionMs) {
@@ -472,6 +542,7 @@ public final class KeyTable {
       t.records.put(id, r);
       t.index.put(id, r);
       t.expiry.add(new Due(r.expiresAt(), id));
+      t.bytes += r.footprint();
     }
     d.verifyChecksum();
     return t;

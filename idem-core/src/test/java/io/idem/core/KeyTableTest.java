@@ -177,4 +177,51 @@ class KeyTableTest {
             () -> KeyTable.readSnapshot(new ByteArrayInputStream(bytes, 0, bytes.length - 1)))
         .isInstanceOf(IOException.class);
   }
+
+  @Test
+  void aFullTableRefusesNewKeysButNotTakeoversAndExpiryMakesRoom() throws IOException {
+    KeyTable.Capacity two = new KeyTable.Capacity(2, Long.MAX_VALUE);
+    KeyId a = new KeyId("s", "a");
+    KeyId b = new KeyId("s", "b");
+    KeyId c = new KeyId("s", "c");
+    assertThat(t.acquire(a, FP, MIN, DAY, ++token, now, two))
+        .isInstanceOf(Acquisition.Acquired.class);
+    assertThat(t.acquire(b, FP, 1, 10, ++token, now, two)).isInstanceOf(Acquisition.Acquired.class);
+    long before = token;
+    Acquisition full = t.acquire(c, FP, MIN, DAY, ++token, now, two);
+    assertThat(full).isInstanceOf(Acquisition.Full.class);
+    assertThat(((Acquisition.Full) full).reason()).contains("2 records");
+    assertThat(t.size()).isEqualTo(2);
+    assertThat(t.currentToken(c)).isZero();
+    // A takeover of b adds no record: allowed while full.
+    now += 2;
+    Acquisition taken = t.acquire(b, FP, MIN, DAY, ++token, now, two);
+    assertThat(taken).isInstanceOf(Acquisition.Acquired.class);
+    assertThat(((Acquisition.Acquired) taken).takeover()).isTrue();
+    assertThat(token).isGreaterThan(before);
+    // Once a record expires, a new key fits again.
+    assertThat(t.release(b, token, now)).isEqualTo(new Settlement.Done(0));
+    assertThat(t.acquire(c, FP, MIN, DAY, ++token, now, two))
+        .isInstanceOf(Acquisition.Acquired.class);
+  }
+
+  @Test
+  void theByteBudgetCountsKeysFingerprintsAndResponsesAndSurvivesASnapshot() throws IOException {
+    KeyId a = new KeyId("s", "a"); // 2 chars: 4 bytes, plus a 3-byte fingerprint
+    assertThat(t.acquire(a, FP, MIN, DAY, ++token, now, KeyTable.Capacity.UNLIMITED))
+        .isInstanceOf(Acquisition.Acquired.class);
+    assertThat(t.bytes()).isEqualTo(7);
+    assertThat(t.complete(a, token, new byte[100], now)).isEqualTo(new Settlement.Done(0));
+    assertThat(t.bytes()).isEqualTo(107);
+    KeyTable.Capacity tight = new KeyTable.Capacity(1_000, 110);
+    assertThat(t.acquire(new KeyId("s", "b"), FP, MIN, DAY, ++token, now, tight))
+        .isInstanceOf(Acquisition.Full.class);
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    t.writeSnapshot(out);
+    KeyTable restored = KeyTable.readSnapshot(new ByteArrayInputStream(out.toByteArray()));
+    assertThat(restored.bytes()).isEqualTo(107);
+    now += DAY + 1;
+    assertThat(t.expire(now)).isEqualTo(1);
+    assertThat(t.bytes()).isZero();
+  }
 }

@@ -51,8 +51,19 @@ final class KeyState implements StateSection {
     return table.digest();
   }
 
-  /** Acquires a key under {@code token} (the command's log position) at log time {@code now}. */
-  Result acquire(long revision, AcquireKey a, long token, long now) {
+  /**
+   * The table's capacity in log format 5 and later: a million records, or 512 MiB of keys,
+   * fingerprints and responses, whichever comes first (a new key beyond it is {@code
+   * TOO_MANY_KEYS}). A constant of the format, so every replica decides with the same one; format 4
+   * entries had none.
+   */
+  static final KeyTable.Capacity CAPACITY = new KeyTable.Capacity(1_000_000, 512L << 20);
+
+  /**
+   * Acquires a key under {@code token} (the command's log position) at log time {@code now}, within
+   * {@code capacity}.
+   */
+  Result acquire(long revision, AcquireKey a, long token, long now, KeyTable.Capacity capacity) {
     KeyTable.Acquisition r =
         table.acquire(
             new KeyTable.KeyId(a.getScope(), a.getKey()),
@@ -60,7 +71,8 @@ final class KeyState implements StateSection {
             a.getInProgressMs(),
             a.getRetentionMs(),
             token,
-            now);
+            now,
+            capacity);
     if (r instanceof KeyTable.Acquisition.Acquired acq) {
       return outcome(revision, KeyOutcome.ACQUIRED)
           .setToken(acq.token())
@@ -79,6 +91,13 @@ final class KeyState implements StateSection {
     if (r instanceof KeyTable.Acquisition.Mismatch) {
       return outcome(revision, KeyOutcome.MISMATCH)
           .setMessage("key \"" + a.getKey() + "\" was used with another fingerprint")
+          .build();
+    }
+    if (r instanceof KeyTable.Acquisition.Full f) {
+      return Result.newBuilder()
+          .setCode(Code.TOO_MANY_KEYS)
+          .setMessage(f.reason())
+          .setRevision(revision)
           .build();
     }
     return Results.invalid(revision, ((KeyTable.Acquisition.Invalid) r).reason());

@@ -3,6 +3,7 @@ package io.idem.server;
 import com.google.protobuf.ByteString;
 import com.google.protobuf.InvalidProtocolBufferException;
 import io.idem.core.Admission;
+import io.idem.core.KeyTable;
 import io.idem.core.SnapshotFormatException;
 import io.idem.proto.Code;
 import io.idem.proto.Command;
@@ -68,7 +69,7 @@ final class ReplicatedState {
   /** The first log-entry format in which key operations and fences are applied. */
   static final int KEYS_SINCE_VERSION = 4;
 
-  /** The first log-entry format with exact fences and a complete's effect. */
+  /** The first log-entry format with exact fences, a complete's effect and a key table capacity. */
   static final int EXACT_FENCES_SINCE_VERSION = 5;
 
   /** The oldest log-entry format this code still applies. */
@@ -276,7 +277,13 @@ final class ReplicatedState {
         }
         // The fencing token is the command's log position: greater than every one before it.
         return keys.acquire(
-            revision, op.getAcquireKey(), revision * MAX_COMMANDS_PER_ENTRY + position, clock);
+            revision,
+            op.getAcquireKey(),
+            revision * MAX_COMMANDS_PER_ENTRY + position,
+            clock,
+            entryVersion >= EXACT_FENCES_SINCE_VERSION
+                ? KeyState.CAPACITY
+                : KeyTable.Capacity.UNLIMITED);
       case COMPLETE_KEY:
         if (!keyed) {
           break;

@@ -511,6 +511,22 @@ class KeyStateTest {
         .hasMessageContaining("applies versions 1 to 5");
   }
 
+  @Test
+  void aNewKeyBeyondTheCapacityIsTooManyKeysAndChangesNothing() {
+    KeyState ks = new KeyState();
+    io.idem.core.KeyTable.Capacity one = new io.idem.core.KeyTable.Capacity(1, Long.MAX_VALUE);
+    AcquireKey first = acquire("k1", "f").getAcquireKey();
+    AcquireKey second = acquire("k2", "f").getAcquireKey();
+    assertThat(ks.acquire(1, first, 10, 1_000, one).getKeyOutcome()).isEqualTo(KeyOutcome.ACQUIRED);
+    String before = ks.digest();
+    Result full = ks.acquire(2, second, 20, 1_000, one);
+    assertThat(full.getCode()).isEqualTo(Code.TOO_MANY_KEYS);
+    assertThat(full.getMessage()).contains("the key table is full (1 records");
+    assertThat(ks.digest()).isEqualTo(before);
+    assertThat(KeyState.CAPACITY.maxRecords()).isEqualTo(1_000_000);
+    assertThat(KeyState.CAPACITY.maxBytes()).isEqualTo(512L << 20);
+  }
+
   private static io.idem.core.KeyTable.KeyId id(String key) {
     return new io.idem.core.KeyTable.KeyId("tenant", key);
   }
