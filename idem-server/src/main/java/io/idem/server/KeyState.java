@@ -167,9 +167,6 @@ final class KeyState implements StateSection {
 
   /** The record of {@code (scope, key)} as of {@code now}, for a read. */
   Optional<KeyTable.View> view(String scope, String key, long now) {
-    if (key.isEmpty()) {
-      return Optional.empty();
-    }
     return table.view(new KeyTable.KeyId(scope, key), now);
   }
 

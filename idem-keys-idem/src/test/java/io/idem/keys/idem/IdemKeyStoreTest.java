@@ -22,6 +22,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -59,8 +60,18 @@ class IdemKeyStoreTest {
     return s.getBytes(StandardCharsets.UTF_8);
   }
 
-  private static <T> T join(java.util.concurrent.CompletionStage<T> s) {
+  private static <T> T join(CompletionStage<T> s) {
     return s.toCompletableFuture().join();
+  }
+
+  /** Executes {@code key} with an operation that counts its runs in {@code runs}. */
+  private static String countRun(IdempotentExecutor ex, IdempotencyKey key, AtomicInteger runs)
+      throws Exception {
+    return ex.execute(
+        key,
+        Fingerprint.none(),
+        IdempotentExecutor.Codec.utf8(),
+        token -> "run " + runs.incrementAndGet());
   }
 
   @Test
@@ -119,14 +130,7 @@ class IdemKeyStoreTest {
       Acquisition held =
           join(store.acquire(key, Fingerprint.none(), Duration.ofMinutes(1), Duration.ofHours(1)));
       assertThat(held).isInstanceOf(Acquisition.Acquired.class);
-      assertThatThrownBy(
-              () ->
-                  ex.execute(
-                      key,
-                      Fingerprint.none(),
-                      IdempotentExecutor.Codec.utf8(),
-                      token -> "run " + runs.incrementAndGet()))
-          .isInstanceOf(KeyInProgressException.class);
+      assertThatThrownBy(() -> countRun(ex, key, runs)).isInstanceOf(KeyInProgressException.class);
       assertThat(runs).hasValue(1);
     }
   }
@@ -207,14 +211,7 @@ class IdemKeyStoreTest {
     try (IdemClient lost =
             IdemClient.builder().servers(nobody).requestTimeout(Duration.ofMillis(500)).build();
         IdempotentExecutor ex = IdempotentExecutor.builder(IdemKeyStore.over(lost)).build()) {
-      assertThatThrownBy(
-              () ->
-                  ex.execute(
-                      key,
-                      Fingerprint.none(),
-                      IdempotentExecutor.Codec.utf8(),
-                      token -> "run " + runs.incrementAndGet()))
-          .isInstanceOf(KeyStoreException.class);
+      assertThatThrownBy(() -> countRun(ex, key, runs)).isInstanceOf(KeyStoreException.class);
     }
     assertThat(runs).hasValue(0);
   }
