@@ -7,8 +7,10 @@ import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.HashMap;
 import java.util.HexFormat;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.TreeMap;
@@ -181,6 +183,17 @@ public final class KeyTable {
       return 2L * (id.scope().length() + id.key().length())
           + fingerprint.length
           + (response == null ? 0 : response.length);
+    }
+
+    /** A copy of its fields now; the byte arrays are never changed in place, so they are shared. */
+    Record copy() {
+      Record c = new Record(id, fingerprint);
+      c.token = token;
+      c.deadline = deadline;
+      c.retentionMs = retentionMs;
+      c.response = response;
+      c.completedAt = completedAt;
+      return c;
     }
 
     /** When the record is dropped: retention after completion, or after the owner's deadline. */
@@ -473,7 +486,46 @@ public final class KeyTable {
     write(new SnapshotEncoder(out::write));
   }
 
+  /**
+   * A copy of the table as it is now, cheap to take (the records' fields, sharing their immutable
+   * byte arrays), that writes exactly what {@link #writeSnapshot} would have written now, however
+   * the table changes afterwards. The server takes it under its state lock and writes it off the
+   * apply thread.
+   */
+  public Frozen freeze() {
+    Record[] copies = new Record[records.size()];
+    int i = 0;
+    for (Record r : records.values()) {
+      copies[i++] = r.copy();
+    }
+    return new Frozen(bounds, lastToken, Arrays.asList(copies));
+  }
+
+  /** A table's state as of {@link #freeze}: it writes the table's snapshot. */
+  public static final class Frozen {
+    private final Bounds bounds;
+    private final long lastToken;
+    private final List<Record> records;
+
+    private Frozen(Bounds bounds, long lastToken, List<Record> records) {
+      this.bounds = bounds;
+      this.lastToken = lastToken;
+      this.records = records;
+    }
+
+    /** Writes the table's snapshot as {@link KeyTable#writeSnapshot} did when frozen. */
+    public void writeSnapshot(OutputStream out) throws IOException {
+      write(new SnapshotEncoder(out::write), bounds, lastToken, records);
+    }
+  }
+
   private void write(SnapshotEncoder e) throws IOException {
+    write(e, bounds, lastToken, records.values());
+  }
+
+  private static void write(
+      SnapshotEncoder e, Bounds bounds, long lastToken, Collection<Record> records)
+      throws IOException {
     e.putInt(MAGIC);
     e.putInt(SNAPSHOT_VERSION);
     e.putInt(bounds.maxKeyChars());
@@ -482,7 +534,7 @@ public final class KeyTable {
     e.putLong(bounds.maxRetentionMs());
     e.putLong(lastToken);
     e.putInt(records.size());
-    for (Record r : records.values()) {
+    for (Record r : records) {
       e.putBytes(r.id.scope().getBytes(StandardCharsets.UTF_8));
       e.putBytes(r.id.key().getBytes(StandardCharsets.UTF_8));
       e.putBytes(r.fingerprint);

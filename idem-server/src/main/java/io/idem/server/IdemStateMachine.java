@@ -9,10 +9,21 @@ import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.security.DigestOutputStream;
+import java.security.MessageDigest;
+import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.ratis.io.MD5Hash;
 import org.apache.ratis.proto.RaftProtos.LogEntryProto;
 import org.apache.ratis.protocol.Message;
@@ -22,6 +33,7 @@ import org.apache.ratis.server.RaftServer;
 import org.apache.ratis.server.protocol.TermIndex;
 import org.apache.ratis.server.storage.FileInfo;
 import org.apache.ratis.server.storage.RaftStorage;
+import org.apache.ratis.statemachine.SnapshotInfo;
 import org.apache.ratis.statemachine.TransactionContext;
 import org.apache.ratis.statemachine.impl.BaseStateMachine;
 import org.apache.ratis.statemachine.impl.SimpleStateMachineStorage;
@@ -48,6 +60,27 @@ final class IdemStateMachine extends BaseStateMachine {
   private final java.util.concurrent.ConcurrentHashMap<Long, LogEntry> appending =
       new java.util.concurrent.ConcurrentHashMap<>();
   private ReplicatedState state = new ReplicatedState();
+
+  /** How long close and pause wait for a snapshot write under way. */
+  private static final Duration WRITER_WAIT = Duration.ofMinutes(2);
+
+  /** Writes snapshots frozen on the apply thread: one at a time. */
+  private final ExecutorService writer =
+      Executors.newSingleThreadExecutor(
+          r -> {
+            Thread t = new Thread(r, "idem-snapshot-writer");
+            t.setDaemon(true);
+            return t;
+          });
+
+  /** The write under way or last done; set on the apply thread, awaited by pause and close. */
+  private volatile CompletableFuture<Void> writing;
+
+  /** A snapshot on disk that {@link #takeSnapshot} has not yet reported to Ratis. */
+  private final AtomicReference<TermIndex> writtenNotReported = new AtomicReference<>();
+
+  /** Why the last write failed, until takeSnapshot reports it. */
+  private volatile Exception lastWriteFailure;
 
   /** Whether {@link #state} has a configuration applied; read without the lock by the batcher. */
   private volatile boolean configured;
@@ -116,7 +149,9 @@ final class IdemStateMachine extends BaseStateMachine {
 
   @Override
   public void pause() {
-    // Ratis pauses the state machine before it installs a snapshot from the leader.
+    // Ratis pauses the state machine before it installs a snapshot from the leader: a write of our
+    // own must not land after it.
+    awaitWriter();
     getLifeCycle().transition(LifeCycle.State.PAUSING);
     getLifeCycle().transition(LifeCycle.State.PAUSED);
   }
@@ -250,33 +285,116 @@ final class IdemStateMachine extends BaseStateMachine {
     }
   }
 
+  /**
+   * Takes a snapshot without holding up the apply thread for the write: under the lock it only
+   * freezes the state ({@link StateSnapshot#freeze}, a copy of the large domains), and a writer
+   * thread writes, syncs and checksums the file. Ratis calls this on its apply thread, which
+   * applies nothing while it runs, and purges the log up to the index it returns; so it returns an
+   * index only once that snapshot is on disk:
+   *
+   * <ul>
+   *   <li>a snapshot written since the last call: its index (Ratis records it and may purge);
+   *   <li>a write still under way: -1 (nothing new; Ratis asks again after its next entries);
+   *   <li>otherwise: freezes the state, hands it to the writer, and returns -1.
+   * </ul>
+   */
   @Override
   public long takeSnapshot() throws IOException {
+    TermIndex written = writtenNotReported.getAndSet(null);
+    if (written != null) {
+      return written.getIndex();
+    }
+    if (writing != null && !writing.isDone()) {
+      return -1;
+    }
+    failIfLastWriteFailed();
     TermIndex last;
-    File file;
-    Path tmp;
+    StateSnapshot.Frozen frozen;
+    long start = System.nanoTime();
     synchronized (lock) {
       last = getLastAppliedTermIndex();
       if (last == null || last.getIndex() < 0) {
         return -1;
       }
-      file = storage.getSnapshotFile(last.getTerm(), last.getIndex());
-      tmp = file.toPath().resolveSibling(file.getName() + ".tmp");
-      try (OutputStream out = new BufferedOutputStream(Files.newOutputStream(tmp), 1 << 16)) {
-        StateSnapshot.write(state, out);
+      SnapshotInfo latest = storage.getLatestSnapshot();
+      if (latest != null && latest.getIndex() >= last.getIndex()) {
+        return latest.getIndex();
       }
+      frozen = StateSnapshot.freeze(state);
     }
-    try (var channel =
-        java.nio.channels.FileChannel.open(tmp, java.nio.file.StandardOpenOption.WRITE)) {
-      channel.force(true);
+    long frozenNanos = System.nanoTime() - start;
+    writing = CompletableFuture.runAsync(() -> write(frozen, last, frozenNanos), writer);
+    return -1;
+  }
+
+  /** Writes a frozen state as the snapshot at {@code last}, on the writer thread. */
+  private void write(StateSnapshot.Frozen frozen, TermIndex last, long frozenNanos) {
+    long start = System.nanoTime();
+    try {
+      File file = storage.getSnapshotFile(last.getTerm(), last.getIndex());
+      Path tmp = file.toPath().resolveSibling(file.getName() + ".tmp");
+      MessageDigest digest = MD5FileUtil.newMD5();
+      try (OutputStream out =
+          new BufferedOutputStream(
+              new DigestOutputStream(Files.newOutputStream(tmp), digest), 1 << 16)) {
+        frozen.write(out);
+      }
+      try (FileChannel channel = FileChannel.open(tmp, StandardOpenOption.WRITE)) {
+        channel.force(true);
+      }
+      // The MD5 file first: Ratis's cleanup, on the apply thread, may list the directory at any
+      // time, and it must never see a snapshot without its MD5.
+      MD5Hash md5 = MD5Hash.newInstance(digest.digest());
+      MD5FileUtil.saveMD5File(file, md5);
+      Files.move(
+          tmp, file.toPath(), StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+      storage.updateLatestSnapshot(
+          new SingleFileSnapshotInfo(new FileInfo(file.toPath(), md5), last));
+      writtenNotReported.set(last);
+      LOG.info(
+          "snapshot at {} written to {} (state frozen in {} ms on the apply thread, written in {} ms)",
+          last,
+          file,
+          TimeUnit.NANOSECONDS.toMillis(frozenNanos),
+          TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start));
+    } catch (IOException | RuntimeException e) {
+      lastWriteFailure = e;
+      LOG.error("writing the snapshot at {} failed; the log is kept", last, e);
     }
-    Files.move(
-        tmp, file.toPath(), StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-    MD5Hash md5 = MD5FileUtil.computeAndSaveMd5ForFile(file);
-    storage.updateLatestSnapshot(
-        new SingleFileSnapshotInfo(new FileInfo(file.toPath(), md5), last));
-    LOG.info("snapshot at {} written to {}", last, file);
-    return last.getIndex();
+  }
+
+  /**
+   * Reports a failed write once, as Ratis expects of takeSnapshot (it logs it and goes on), and
+   * clears it so that the next call tries again.
+   */
+  private void failIfLastWriteFailed() throws IOException {
+    Exception failure = lastWriteFailure;
+    if (failure != null) {
+      lastWriteFailure = null;
+      throw new IOException("the last snapshot write failed", failure);
+    }
+  }
+
+  /** Waits for a snapshot write under way: before the state is replaced, and on close. */
+  private void awaitWriter() {
+    CompletableFuture<Void> w = writing;
+    if (w == null) {
+      return;
+    }
+    try {
+      w.get(WRITER_WAIT.toMillis(), TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (ExecutionException | TimeoutException e) {
+      LOG.warn("a snapshot write did not finish in {}", WRITER_WAIT, e);
+    }
+  }
+
+  @Override
+  public void close() throws IOException {
+    awaitWriter();
+    writer.shutdown();
+    super.close();
   }
 
   /** The outcome of the front door's secret check. */

@@ -48,6 +48,18 @@ final class KvState implements StateSection {
     boolean isList() {
       return elements != null;
     }
+
+    /** A copy of its fields now; a list's elements are copied, its values (immutable) shared. */
+    Entry copy() {
+      Entry c = new Entry();
+      c.value = value;
+      c.elements = elements == null ? null : List.copyOf(elements);
+      c.version = version;
+      c.createRevision = createRevision;
+      c.modRevision = modRevision;
+      c.lease = lease;
+      return c;
+    }
   }
 
   private final ConfigState config;
@@ -267,21 +279,45 @@ final class KvState implements StateSection {
   public void writeSection(DataOutputStream out) throws IOException {
     out.writeInt(entries.size());
     for (Map.Entry<String, Entry> kv : entries.entrySet()) {
-      Entry e = kv.getValue();
-      StateSection.writeString(out, kv.getKey());
-      out.writeByte(e.isList() ? 1 : 0);
-      out.writeLong(e.version);
-      out.writeLong(e.createRevision);
-      out.writeLong(e.modRevision);
-      StateSection.writeString(out, e.lease == null ? "" : e.lease);
-      if (e.isList()) {
-        out.writeInt(e.elements.size());
-        for (ByteString b : e.elements) {
-          StateSection.writeBytes(out, b);
-        }
-      } else {
-        StateSection.writeBytes(out, e.value);
+      writeEntry(out, kv.getKey(), kv.getValue());
+    }
+  }
+
+  /**
+   * A copy of every entry (cheap: values are immutable and shared; lists are copied), written
+   * later.
+   */
+  @Override
+  public Frozen freeze() {
+    String[] keys = new String[entries.size()];
+    Entry[] copies = new Entry[keys.length];
+    int i = 0;
+    for (Map.Entry<String, Entry> kv : entries.entrySet()) {
+      keys[i] = kv.getKey();
+      copies[i++] = kv.getValue().copy();
+    }
+    return out -> {
+      out.writeInt(keys.length);
+      for (int j = 0; j < keys.length; j++) {
+        writeEntry(out, keys[j], copies[j]);
       }
+    };
+  }
+
+  private static void writeEntry(DataOutputStream out, String key, Entry e) throws IOException {
+    StateSection.writeString(out, key);
+    out.writeByte(e.isList() ? 1 : 0);
+    out.writeLong(e.version);
+    out.writeLong(e.createRevision);
+    out.writeLong(e.modRevision);
+    StateSection.writeString(out, e.lease == null ? "" : e.lease);
+    if (e.isList()) {
+      out.writeInt(e.elements.size());
+      for (ByteString b : e.elements) {
+        StateSection.writeBytes(out, b);
+      }
+    } else {
+      StateSection.writeBytes(out, e.value);
     }
   }
 

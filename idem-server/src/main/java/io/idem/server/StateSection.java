@@ -3,6 +3,7 @@ package io.idem.server;
 import com.google.protobuf.ByteString;
 import io.idem.core.SessionTable;
 import io.idem.core.SnapshotFormatException;
+import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.EOFException;
@@ -22,6 +23,27 @@ interface StateSection {
 
   /** Writes this domain's state. Leaves {@code out} open; need not flush. */
   void writeSection(DataOutputStream out) throws IOException;
+
+  /**
+   * This domain's section as it is now, to be written later by another thread while the domain goes
+   * on changing (a snapshot is written off the apply thread). Called under the state lock, so it
+   * must be cheap: the default writes the section into memory now, which suits a small domain; a
+   * domain that may hold much returns a copy of its fields instead, sharing what never changes.
+   */
+  default Frozen freeze() throws IOException {
+    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    DataOutputStream out = new DataOutputStream(bytes);
+    writeSection(out);
+    out.flush();
+    byte[] written = bytes.toByteArray();
+    return target -> target.write(written);
+  }
+
+  /** A section as it was when frozen: writes exactly what {@link #writeSection} wrote then. */
+  @FunctionalInterface
+  interface Frozen {
+    void writeSection(DataOutputStream out) throws IOException;
+  }
 
   /**
    * Reads a section written by {@link #writeSection} (or by an older version's writer) into this

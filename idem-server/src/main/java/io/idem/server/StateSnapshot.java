@@ -13,7 +13,9 @@ import java.nio.charset.StandardCharsets;
 import java.security.DigestOutputStream;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
 import java.util.HexFormat;
+import java.util.List;
 import java.util.zip.CRC32C;
 import java.util.zip.CheckedInputStream;
 import java.util.zip.CheckedOutputStream;
@@ -78,20 +80,43 @@ final class StateSnapshot {
   private StateSnapshot() {}
 
   static void write(ReplicatedState s, OutputStream target) throws IOException {
-    CRC32C crc = new CRC32C();
-    CheckedOutputStream checked = new CheckedOutputStream(target, crc);
-    DataOutputStream out = new DataOutputStream(new BufferedOutputStream(checked, 1 << 16));
-    out.writeInt(MAGIC);
-    out.writeInt(VERSION);
+    freeze(s).write(target);
+  }
+
+  /**
+   * The state's sections as they are now ({@link StateSection#freeze}), to be written later while
+   * the state goes on changing. Called under the state lock: its cost is the apply thread's pause.
+   */
+  static Frozen freeze(ReplicatedState s) throws IOException {
+    List<FrozenSection> sections = new ArrayList<>(s.sections.size());
     for (Section section : s.sections) {
-      out.writeInt(section.id());
-      // Measured by writing it once to nowhere: no copy of a large section is held in memory.
-      out.writeLong(sizeOf(section.part()));
-      section.part().writeSection(out);
+      sections.add(new FrozenSection(section.id(), section.part().freeze()));
     }
-    out.flush();
-    new DataOutputStream(target).writeInt((int) crc.getValue());
-    target.flush();
+    return new Frozen(List.copyOf(sections));
+  }
+
+  private record FrozenSection(int id, StateSection.Frozen part) {}
+
+  /** A state frozen by {@link #freeze}: writes the snapshot of the state as it was then. */
+  record Frozen(List<FrozenSection> sections) {
+
+    /** Writes the snapshot; leaves {@code target} open. */
+    void write(OutputStream target) throws IOException {
+      CRC32C crc = new CRC32C();
+      CheckedOutputStream checked = new CheckedOutputStream(target, crc);
+      DataOutputStream out = new DataOutputStream(new BufferedOutputStream(checked, 1 << 16));
+      out.writeInt(MAGIC);
+      out.writeInt(VERSION);
+      for (FrozenSection section : sections) {
+        out.writeInt(section.id());
+        // Measured by writing it once to nowhere: no copy of a large section is held in memory.
+        out.writeLong(sizeOf(section.part()));
+        section.part().writeSection(out);
+      }
+      out.flush();
+      new DataOutputStream(target).writeInt((int) crc.getValue());
+      target.flush();
+    }
   }
 
   /**
@@ -198,7 +223,7 @@ final class StateSnapshot {
     }
   }
 
-  private static long sizeOf(StateSection part) throws IOException {
+  private static long sizeOf(StateSection.Frozen part) throws IOException {
     Counter counter = new Counter();
     DataOutputStream out = new DataOutputStream(new BufferedOutputStream(counter, 1 << 16));
     part.writeSection(out);

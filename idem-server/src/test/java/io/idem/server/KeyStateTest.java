@@ -477,6 +477,39 @@ class KeyStateTest {
         .isNotEqualTo(digestWithoutKeys());
   }
 
+  /**
+   * A snapshot is written off the apply thread from a state frozen on it: what the frozen state
+   * writes must be the state of its moment, whatever is applied while the writer runs (a completed
+   * key, a takeover, a grown list, a new value, an expired record).
+   */
+  @Test
+  void aFrozenStateWritesTheSnapshotOfItsMomentWhateverIsAppliedAfter() throws IOException {
+    RegisterReply a = register("a");
+    RegisterReply b = register("b");
+    Result owner = send(a, 1, acquire("k1", "f")).getResult();
+    send(b, 1, acquire("k2", "g"));
+    send(b, 2, appendOf("ledger", "1"));
+    send(b, 3, fencedPut("v", "x", fence("k1", owner.getToken())));
+    ByteArrayOutputStream then = new ByteArrayOutputStream();
+    StateSnapshot.write(state, then);
+    String digestThen = StateSnapshot.digest(state);
+
+    StateSnapshot.Frozen frozen = StateSnapshot.freeze(state);
+    send(a, 2, completeWith("k1", owner.getToken(), "done", appendOf("ledger", "2")));
+    send(b, 4, fencedPut("v", "y", fence("k1", owner.getToken())));
+    time += 1_001; // k2's owner's deadline passes: a takeover
+    apply();
+    send(a, 3, acquire("k2", "g"));
+    send(a, 4, acquire("k3", "h"));
+    assertThat(StateSnapshot.digest(state)).isNotEqualTo(digestThen);
+
+    ByteArrayOutputStream written = new ByteArrayOutputStream();
+    frozen.write(written);
+    assertThat(written.toByteArray()).isEqualTo(then.toByteArray());
+    ReplicatedState restored = StateSnapshot.read(new ByteArrayInputStream(written.toByteArray()));
+    assertThat(StateSnapshot.digest(restored)).isEqualTo(digestThen);
+  }
+
   private static String digestWithoutKeys() {
     return StateSnapshot.digest(new ReplicatedState());
   }
