@@ -17,7 +17,7 @@ final class StatusCommand implements Callable<Integer> {
   @Override
   public Integer call() {
     int reachable = 0;
-    String format = "%-6s %-10s %6s %-8s %10s %9s %11s %6s %7s %12s%n";
+    String format = "%-6s %-10s %6s %-8s %10s %9s %11s %6s %7s %12s  %s%n";
     System.out.printf(
         format,
         "node",
@@ -29,7 +29,8 @@ final class StatusCommand implements Callable<Integer> {
         "duplicates",
         "keys",
         "leases",
-        "cmds/entry");
+        "cmds/entry",
+        "digest@snapshot");
     ClusterStatus any = null;
     for (String server : options.servers.split(",")) {
       if (server.isBlank()) {
@@ -55,7 +56,12 @@ final class StatusCommand implements Callable<Integer> {
             s.duplicatesSuppressed(),
             s.keys(),
             s.leases(),
-            perEntry);
+            perEntry,
+            s.digestIndex() == 0
+                ? "-"
+                : s.digest().substring(0, Math.min(16, s.digest().length()))
+                    + "@"
+                    + s.digestIndex());
       } catch (RuntimeException e) {
         System.out.printf("%-22s unreachable: %s%n", server.trim(), Errors.oneLine(e));
       }

@@ -17,7 +17,10 @@ import java.util.List;
  * @param keys keys in the store
  * @param leases live leases
  * @param members the cluster's members
- * @param digest a digest of the replicated state at {@code appliedIndex}
+ * @param digest a digest of the replicated state at {@code digestIndex}; empty before the server's
+ *     first snapshot
+ * @param digestIndex the log index of the server's last snapshot, where {@code digest} was taken:
+ *     servers snapshot at the same indexes, so equal indexes must show equal digests (0: none yet)
  * @param entriesAppended log entries this server's batcher appended since it started
  * @param commandsAppended commands in those entries
  * @param logStartIndex the first index still in this server's log
@@ -37,6 +40,7 @@ public record ClusterStatus(
     long leases,
     List<Member> members,
     String digest,
+    long digestIndex,
     long entriesAppended,
     long commandsAppended,
     long logStartIndex,

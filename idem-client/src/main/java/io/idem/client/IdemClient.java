@@ -718,6 +718,7 @@ public final class IdemClient implements AutoCloseable {
         s.getLeases(),
         List.copyOf(members),
         s.getDigest(),
+        s.getDigestIndex(),
         s.getEntriesAppended(),
         s.getCommandsAppended(),
         s.getLogStartIndex(),

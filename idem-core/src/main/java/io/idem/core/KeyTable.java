@@ -513,6 +513,11 @@ public final class KeyTable {
       this.records = records;
     }
 
+    /** The table's {@link KeyTable#digest} as it was when frozen. */
+    public String digest() {
+      return digestOf(e -> write(e, bounds, lastToken, records));
+    }
+
     /** Writes the table's snapshot as {@link KeyTable#writeSnapshot} did when frozen. */
     public void writeSnapshot(OutputStream out) throws IOException {
       write(new SnapshotEncoder(out::write), bounds, lastToken, records);
@@ -610,6 +615,14 @@ public final class KeyTable {
 
   /** A SHA-256 of the snapshot encoding, in hex: equal for equal states. */
   public String digest() {
+    return digestOf(this::write);
+  }
+
+  private interface Encoding {
+    void writeTo(SnapshotEncoder e) throws IOException;
+  }
+
+  private static String digestOf(Encoding encoding) {
     MessageDigest sha;
     try {
       sha = MessageDigest.getInstance("SHA-256");
@@ -617,7 +630,7 @@ public final class KeyTable {
       throw new IllegalStateException(e);
     }
     try {
-      write(new SnapshotEncoder(sha::update));
+      encoding.writeTo(new SnapshotEncoder(sha::update));
     } catch (IOException e) {
       throw new IllegalStateException("digest sink cannot fail", e);
     }

@@ -38,7 +38,8 @@ public final class IdemServer implements AutoCloseable {
 
   private IdemServer(ServerConfig config) throws IOException {
     this.config = config;
-    this.stateMachine = new IdemStateMachine(ReplicatedConfig.of(config));
+    this.stateMachine =
+        new IdemStateMachine(ReplicatedConfig.of(config), config.snapshotEveryEntries());
     this.raft = new RaftNode(config, stateMachine);
     this.batcher =
         new Batcher(
@@ -165,6 +166,8 @@ public final class IdemServer implements AutoCloseable {
                 .setLimits(s.configuration.current().limitsProto())
                 .setSessions(s.configuration.current().boundsProto())
                 .setConfigRevision(s.configuration.revision()));
+    IdemStateMachine.Digest digest = stateMachine.digestAtSnapshot();
+    b.setDigest(digest.hex()).setDigestIndex(digest.index());
     b.setLogStartIndex(logStartIndex());
     try {
       DivisionInfo info = raft.division();

@@ -79,6 +79,20 @@ final class IdemStateMachine extends BaseStateMachine {
   /** A snapshot on disk that {@link #takeSnapshot} has not yet reported to Ratis. */
   private final AtomicReference<TermIndex> writtenNotReported = new AtomicReference<>();
 
+  /** A snapshot is frozen at every index that is a multiple of this. */
+  private final long snapshotEvery;
+
+  /**
+   * The state's digest at an index where a snapshot was taken: equal on every replica at the same
+   * index, since they snapshot at the same indexes.
+   *
+   * @param index the log index it was taken at (0: none yet)
+   * @param hex the digest ({@link StateSnapshot#digest})
+   */
+  record Digest(long index, String hex) {}
+
+  private volatile Digest lastDigest = new Digest(0, "");
+
   /** Why the last write failed, until takeSnapshot reports it. */
   private volatile Exception lastWriteFailure;
 
@@ -92,7 +106,11 @@ final class IdemStateMachine extends BaseStateMachine {
    * @param local this node's own limits and session bounds: they seed the bootstrap command of a
    *     leader that finds no configuration applied, and decide nothing themselves
    */
-  IdemStateMachine(ReplicatedConfig local) {
+  IdemStateMachine(ReplicatedConfig local, long snapshotEvery) {
+    if (snapshotEvery < 1) {
+      throw new IllegalArgumentException("snapshotEvery must be positive, got " + snapshotEvery);
+    }
+    this.snapshotEvery = snapshotEvery;
     this.local = local;
     this.bootstrap = Command.newBuilder().setConfigure(local.bootstrapCommand()).build();
   }
@@ -211,6 +229,8 @@ final class IdemStateMachine extends BaseStateMachine {
       }
     }
     EntryResult result;
+    StateSnapshot.Frozen frozen;
+    long frozenNanos;
     synchronized (lock) {
       long revision = state.configuration.revision();
       result = state.apply(entry.getIndex(), entry.getTerm(), parsed, answering);
@@ -218,6 +238,20 @@ final class IdemStateMachine extends BaseStateMachine {
       if (state.configuration.revision() != revision) {
         noteConfiguration();
       }
+      long start = System.nanoTime();
+      try {
+        frozen = freezeIfDue(entry.getIndex());
+      } catch (IOException e) {
+        LOG.error("freezing the state at {} for a snapshot failed", entry.getIndex(), e);
+        frozen = null;
+      }
+      frozenNanos = System.nanoTime() - start;
+    }
+    if (frozen != null) {
+      TermIndex at = TermIndex.valueOf(entry.getTerm(), entry.getIndex());
+      StateSnapshot.Frozen f = frozen;
+      long nanos = frozenNanos;
+      writing = CompletableFuture.runAsync(() -> write(f, at, nanos), writer);
     }
     return CompletableFuture.completedFuture(new ResultMessage(result));
   }
@@ -286,17 +320,12 @@ final class IdemStateMachine extends BaseStateMachine {
   }
 
   /**
-   * Takes a snapshot without holding up the apply thread for the write: under the lock it only
-   * freezes the state ({@link StateSnapshot#freeze}, a copy of the large domains), and a writer
-   * thread writes, syncs and checksums the file. Ratis calls this on its apply thread, which
-   * applies nothing while it runs, and purges the log up to the index it returns; so it returns an
-   * index only once that snapshot is on disk:
-   *
-   * <ul>
-   *   <li>a snapshot written since the last call: its index (Ratis records it and may purge);
-   *   <li>a write still under way: -1 (nothing new; Ratis asks again after its next entries);
-   *   <li>otherwise: freezes the state, hands it to the writer, and returns -1.
-   * </ul>
+   * Reports to Ratis the snapshot written since its last call, if any; -1 otherwise. Ratis calls it
+   * on its apply thread once {@code snapshotEvery} entries were applied since the last snapshot it
+   * knows of, and again after every batch until one is reported, and purges the log up to the index
+   * returned: so an index is returned only once its snapshot is on disk. The snapshots themselves
+   * are frozen in {@link #applyTransaction}, at every index that is a multiple of {@code
+   * snapshotEvery}, and written by the writer thread.
    */
   @Override
   public long takeSnapshot() throws IOException {
@@ -304,33 +333,36 @@ final class IdemStateMachine extends BaseStateMachine {
     if (written != null) {
       return written.getIndex();
     }
-    if (writing != null && !writing.isDone()) {
-      return -1;
-    }
     failIfLastWriteFailed();
-    TermIndex last;
-    StateSnapshot.Frozen frozen;
-    long start = System.nanoTime();
-    synchronized (lock) {
-      last = getLastAppliedTermIndex();
-      if (last == null || last.getIndex() < 0) {
-        return -1;
-      }
-      SnapshotInfo latest = storage.getLatestSnapshot();
-      if (latest != null && latest.getIndex() >= last.getIndex()) {
-        return latest.getIndex();
-      }
-      frozen = StateSnapshot.freeze(state);
-    }
-    long frozenNanos = System.nanoTime() - start;
-    writing = CompletableFuture.runAsync(() -> write(frozen, last, frozenNanos), writer);
     return -1;
+  }
+
+  /**
+   * Freezes the state for a snapshot at {@code index} if it is a multiple of {@code snapshotEvery}
+   * and the writer is idle; called under the lock right after the entry was applied. The same
+   * indexes on every replica, so that their digests ({@link #digestAtSnapshot}) can be compared.
+   */
+  private StateSnapshot.Frozen freezeIfDue(long index) throws IOException {
+    if (index % snapshotEvery != 0) {
+      return null;
+    }
+    CompletableFuture<Void> w = writing;
+    if (w != null && !w.isDone()) {
+      LOG.warn("the snapshot writer is still busy at index {}: no snapshot there", index);
+      return null;
+    }
+    SnapshotInfo latest = storage.getLatestSnapshot();
+    if (latest != null && latest.getIndex() >= index) {
+      return null;
+    }
+    return StateSnapshot.freeze(state);
   }
 
   /** Writes a frozen state as the snapshot at {@code last}, on the writer thread. */
   private void write(StateSnapshot.Frozen frozen, TermIndex last, long frozenNanos) {
     long start = System.nanoTime();
     try {
+      lastDigest = new Digest(last.getIndex(), frozen.digest());
       File file = storage.getSnapshotFile(last.getTerm(), last.getIndex());
       Path tmp = file.toPath().resolveSibling(file.getName() + ".tmp");
       MessageDigest digest = MD5FileUtil.newMD5();
@@ -414,6 +446,11 @@ final class IdemStateMachine extends BaseStateMachine {
           ? Authentication.OK
           : Authentication.WRONG_SECRET;
     }
+  }
+
+  /** The digest at the last snapshot this node wrote (index 0 if none yet). */
+  Digest digestAtSnapshot() {
+    return lastDigest;
   }
 
   /** Reads the state under the lock, for status and digests. */

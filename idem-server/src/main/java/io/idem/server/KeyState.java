@@ -201,13 +201,6 @@ final class KeyState implements StateSection {
     table.writeSnapshot(out);
   }
 
-  /** A copy of the table's records (cheap: their byte arrays are shared), written later. */
-  @Override
-  public Frozen freeze() {
-    KeyTable.Frozen frozen = table.freeze();
-    return frozen::writeSnapshot;
-  }
-
   @Override
   public void readSection(DataInputStream in, int formatVersion) throws IOException {
     table = KeyTable.readSnapshot(in);

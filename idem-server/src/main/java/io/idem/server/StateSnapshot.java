@@ -1,5 +1,6 @@
 package io.idem.server;
 
+import io.idem.core.KeyTable;
 import io.idem.core.SnapshotFormatException;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
@@ -89,16 +90,61 @@ final class StateSnapshot {
    */
   static Frozen freeze(ReplicatedState s) throws IOException {
     List<FrozenSection> sections = new ArrayList<>(s.sections.size());
+    KeyTable.Frozen keys = null;
     for (Section section : s.sections) {
-      sections.add(new FrozenSection(section.id(), section.part().freeze()));
+      StateSection.Frozen part;
+      if (section.part() == s.keys) {
+        keys = s.keys.table().freeze();
+        part = keys::writeSnapshot;
+      } else {
+        part = section.part().freeze();
+      }
+      sections.add(new FrozenSection(section.id(), part, section.part() == s.keys));
     }
-    return new Frozen(List.copyOf(sections));
+    return new Frozen(List.copyOf(sections), keys, s.keys.pristine());
   }
 
-  private record FrozenSection(int id, StateSection.Frozen part) {}
+  private record FrozenSection(int id, StateSection.Frozen part, boolean keys) {}
 
-  /** A state frozen by {@link #freeze}: writes the snapshot of the state as it was then. */
-  record Frozen(List<FrozenSection> sections) {
+  /**
+   * A state frozen by {@link #freeze}: writes the snapshot of the state as it was then, and gives
+   * its digest.
+   */
+  static final class Frozen {
+    private final List<FrozenSection> sections;
+    private final KeyTable.Frozen keys;
+    private final boolean keysPristine;
+
+    private Frozen(List<FrozenSection> sections, KeyTable.Frozen keys, boolean keysPristine) {
+      this.sections = sections;
+      this.keys = keys;
+      this.keysPristine = keysPristine;
+    }
+
+    /** The state's {@link StateSnapshot#digest} as it was when frozen. */
+    String digest() {
+      try {
+        MessageDigest sha = MessageDigest.getInstance("SHA-256");
+        DataOutputStream out =
+            new DataOutputStream(
+                new BufferedOutputStream(
+                    new DigestOutputStream(OutputStream.nullOutputStream(), sha), 1 << 16));
+        out.writeInt(MAGIC);
+        out.writeInt(DIGEST_VERSION);
+        for (FrozenSection section : sections) {
+          if (!section.keys()) {
+            section.part().writeSection(out);
+          }
+        }
+        if (!keysPristine) {
+          out.write(keys.digest().getBytes(StandardCharsets.UTF_8));
+        }
+        out.flush();
+        return HexFormat.of().formatHex(sha.digest());
+      } catch (NoSuchAlgorithmException | IOException e) {
+        throw new IllegalStateException("digest of an in-memory state failed", e);
+      }
+    }
 
     /** Writes the snapshot; leaves {@code target} open. */
     void write(OutputStream target) throws IOException {
@@ -127,25 +173,9 @@ final class StateSnapshot {
    */
   static String digest(ReplicatedState s) {
     try {
-      MessageDigest sha = MessageDigest.getInstance("SHA-256");
-      DataOutputStream out =
-          new DataOutputStream(
-              new BufferedOutputStream(
-                  new DigestOutputStream(OutputStream.nullOutputStream(), sha), 1 << 16));
-      out.writeInt(MAGIC);
-      out.writeInt(DIGEST_VERSION);
-      for (Section section : s.sections) {
-        if (section.part() != s.keys) {
-          section.part().writeSection(out);
-        }
-      }
-      if (!s.keys.pristine()) {
-        out.write(s.keys.digest().getBytes(StandardCharsets.UTF_8));
-      }
-      out.flush();
-      return HexFormat.of().formatHex(sha.digest());
-    } catch (NoSuchAlgorithmException | IOException e) {
-      throw new IllegalStateException("digest of an in-memory state failed", e);
+      return freeze(s).digest();
+    } catch (IOException e) {
+      throw new IllegalStateException("freezing an in-memory state failed", e);
     }
   }
 

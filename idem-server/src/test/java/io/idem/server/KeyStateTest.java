@@ -508,6 +508,7 @@ class KeyStateTest {
     assertThat(written.toByteArray()).isEqualTo(then.toByteArray());
     ReplicatedState restored = StateSnapshot.read(new ByteArrayInputStream(written.toByteArray()));
     assertThat(StateSnapshot.digest(restored)).isEqualTo(digestThen);
+    assertThat(frozen.digest()).isEqualTo(digestThen);
   }
 
   private static String digestWithoutKeys() {

@@ -9,12 +9,15 @@ import io.idem.proto.Operation;
 import io.idem.proto.RegisterReply;
 import io.idem.proto.RegisterRequest;
 import io.idem.proto.ServerFrame;
+import io.idem.proto.StatusReply;
 import io.idem.testkit.Eventually;
 import io.idem.testkit.LocalCluster;
 import io.idem.testkit.RawSession;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -117,6 +120,36 @@ class SnapshotRecoveryTest {
         assertThat(dup.getResult()).isEqualTo(original.getResult());
       }
       cluster.awaitEqualDigests(Duration.ofSeconds(60));
+    }
+  }
+
+  /**
+   * Every replica snapshots at the same log indexes (multiples of the interval), and the Status
+   * reply carries the digest taken there: an operator compares them across nodes.
+   */
+  @Test
+  void replicasSnapshotAtTheSameIndexesWithEqualDigests() throws Exception {
+    try (LocalCluster cluster = LocalCluster.start(3, dir, b -> b.snapshotEveryEntries(20))) {
+      cluster.waitForLeader(Duration.ofSeconds(30));
+      load(cluster, 300);
+      AtomicReference<List<StatusReply>> seen = new AtomicReference<>();
+      Eventually.until(
+          "three nodes report a snapshot digest at the same index",
+          Duration.ofSeconds(60),
+          () -> {
+            var replies =
+                List.of(
+                    cluster.node(0).status(), cluster.node(1).status(), cluster.node(2).status());
+            seen.set(replies);
+            long index = replies.get(0).getDigestIndex();
+            return index > 0 && replies.stream().allMatch(r -> r.getDigestIndex() == index);
+          });
+      var replies = seen.get();
+      assertThat(replies.get(0).getDigestIndex() % 20).isZero();
+      assertThat(replies.get(0).getDigest()).hasSize(64);
+      assertThat(replies)
+          .extracting(StatusReply::getDigest)
+          .containsOnly(replies.get(0).getDigest());
     }
   }
 }
