@@ -6,11 +6,15 @@ import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HexFormat;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.PriorityQueue;
 import java.util.function.LongConsumer;
 
 /**
@@ -355,6 +359,30 @@ public final class SessionTable {
             s.nextSeq,
             s.lowWater,
             s.savedResponses()));
+  }
+
+  /**
+   * The {@code n} sessions that save the most responses, most first (ties by ascending id), for an
+   * operator's view. Walks every session: not for the apply path.
+   */
+  public List<SessionInfo> largestSessions(int n) {
+    if (n < 0) {
+      throw new IllegalArgumentException("n must not be negative, got " + n);
+    }
+    Comparator<SessionInfo> order =
+        Comparator.comparingInt(SessionInfo::savedResponses)
+            .reversed()
+            .thenComparingLong(SessionInfo::clientId);
+    PriorityQueue<SessionInfo> kept = new PriorityQueue<>(order.reversed());
+    for (long id : sessions.sortedIds()) {
+      kept.add(session(id).orElseThrow());
+      if (kept.size() > n) {
+        kept.poll();
+      }
+    }
+    List<SessionInfo> largest = new ArrayList<>(kept);
+    largest.sort(order);
+    return largest;
   }
 
   /** The id of the session holding {@code name}, or -1. */

@@ -4,10 +4,15 @@ import io.grpc.Server;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 import io.idem.proto.Member;
 import io.idem.proto.StatusReply;
+import io.micrometer.core.instrument.FunctionCounter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
+import org.apache.ratis.proto.RaftProtos.RaftPeerRole;
 import org.apache.ratis.protocol.RaftPeer;
 import org.apache.ratis.server.DivisionInfo;
 import org.slf4j.Logger;
@@ -35,11 +40,14 @@ public final class IdemServer implements AutoCloseable {
   private final RaftNode raft;
   private final Batcher batcher;
   private final Server grpc;
+  private final ServerMetrics metrics;
+  private final AdminServer admin;
 
   private IdemServer(ServerConfig config) throws IOException {
     this.config = config;
+    this.metrics = new ServerMetrics(config.id());
     this.stateMachine =
-        new IdemStateMachine(ReplicatedConfig.of(config), config.snapshotEveryEntries());
+        new IdemStateMachine(ReplicatedConfig.of(config), config.snapshotEveryEntries(), metrics);
     this.raft = new RaftNode(config, stateMachine);
     this.batcher =
         new Batcher(
@@ -85,6 +93,26 @@ public final class IdemServer implements AutoCloseable {
       raft.close();
       throw new IOException("cannot listen for clients on " + client + ": " + e.getMessage(), e);
     }
+    registerGauges();
+    if (config.adminAddress().isEmpty()) {
+      this.admin = null;
+    } else {
+      try {
+        this.admin =
+            new AdminServer(
+                config.adminAddress(),
+                metrics,
+                this::status,
+                n -> stateMachine.inspect(s -> s.sessions.largest(n)));
+      } catch (IOException | RuntimeException e) {
+        grpc.shutdownNow();
+        batcher.close();
+        raft.close();
+        throw new IOException(
+            "cannot serve the admin endpoint on " + config.adminAddress() + ": " + e.getMessage(),
+            e);
+      }
+    }
     LOG.info(
         "node {} serving clients on {}, raft on {}",
         config.id(),
@@ -105,6 +133,59 @@ public final class IdemServer implements AutoCloseable {
   /** The configuration this node runs with. */
   public ServerConfig config() {
     return config;
+  }
+
+  /** The port of the admin endpoint ({@code /metrics}, the status page), or -1 if it has none. */
+  public int adminPort() {
+    return admin == null ? -1 : admin.port();
+  }
+
+  /** The registry of this node's meters, as {@code /metrics} shows them. */
+  public io.micrometer.core.instrument.MeterRegistry meterRegistry() {
+    return metrics.registry();
+  }
+
+  /** The gauges read when scraped: the replicated state's sizes and Raft's view. */
+  private void registerGauges() {
+    MeterRegistry r = metrics.registry();
+    Gauge.builder("idem.sessions.live", this, s -> s.inspectState(st -> st.sessions.size()))
+        .description("Live client sessions in the replicated table")
+        .register(r);
+    Gauge.builder("idem.key.records", this, s -> s.inspectState(st -> st.keys.size()))
+        .description("Application idempotency key records")
+        .register(r);
+    Gauge.builder("idem.leases", this, s -> s.inspectState(st -> st.leases.size()))
+        .description("Live leases")
+        .register(r);
+    Gauge.builder("idem.kv.keys", this, s -> s.inspectState(st -> st.kv.size()))
+        .description("Keys in the KV store")
+        .register(r);
+    FunctionCounter.builder(
+            "idem.duplicates.suppressed",
+            this,
+            s -> s.inspectState(ReplicatedState::duplicatesSuppressed))
+        .description("Retried requests answered from saved answers, never applied again")
+        .register(r);
+    Gauge.builder("idem.raft.term", raft, n -> n.term())
+        .description("The Raft term this node is in")
+        .register(r);
+    Gauge.builder("idem.raft.commit.index", raft, n -> n.commitIndex())
+        .description("The highest log index this node knows committed")
+        .register(r);
+    Gauge.builder("idem.raft.applied.index", this, s -> s.inspectState(st -> st.appliedIndex()))
+        .description("The last log index applied to the state machine")
+        .register(r);
+    for (RaftPeerRole role :
+        List.of(RaftPeerRole.LEADER, RaftPeerRole.FOLLOWER, RaftPeerRole.CANDIDATE)) {
+      Gauge.builder("idem.raft.role", raft, n -> n.role() == role ? 1 : 0)
+          .description("1 for the Raft role this node is in")
+          .tag("role", role.name().toLowerCase(java.util.Locale.ROOT))
+          .register(r);
+    }
+  }
+
+  private double inspectState(java.util.function.ToDoubleFunction<ReplicatedState> reader) {
+    return stateMachine.inspect(reader::applyAsDouble);
   }
 
   /** The port the client endpoint listens on. */
@@ -191,6 +272,9 @@ public final class IdemServer implements AutoCloseable {
   /** Stops the client endpoint, the batcher and the Raft server. */
   @Override
   public void close() throws IOException {
+    if (admin != null) {
+      admin.close();
+    }
     grpc.shutdownNow();
     batcher.close();
     try {

@@ -79,6 +79,8 @@ final class IdemStateMachine extends BaseStateMachine {
   /** A snapshot on disk that {@link #takeSnapshot} has not yet reported to Ratis. */
   private final AtomicReference<TermIndex> writtenNotReported = new AtomicReference<>();
 
+  private final ServerMetrics metrics;
+
   /** A snapshot is frozen at every index that is a multiple of this. */
   private final long snapshotEvery;
 
@@ -106,7 +108,8 @@ final class IdemStateMachine extends BaseStateMachine {
    * @param local this node's own limits and session bounds: they seed the bootstrap command of a
    *     leader that finds no configuration applied, and decide nothing themselves
    */
-  IdemStateMachine(ReplicatedConfig local, long snapshotEvery) {
+  IdemStateMachine(ReplicatedConfig local, long snapshotEvery, ServerMetrics metrics) {
+    this.metrics = metrics;
     if (snapshotEvery < 1) {
       throw new IllegalArgumentException("snapshotEvery must be positive, got " + snapshotEvery);
     }
@@ -231,6 +234,7 @@ final class IdemStateMachine extends BaseStateMachine {
     EntryResult result;
     StateSnapshot.Frozen frozen;
     long frozenNanos;
+    long applyStart = System.nanoTime();
     synchronized (lock) {
       long revision = state.configuration.revision();
       result = state.apply(entry.getIndex(), entry.getTerm(), parsed, answering);
@@ -247,6 +251,7 @@ final class IdemStateMachine extends BaseStateMachine {
       }
       frozenNanos = System.nanoTime() - start;
     }
+    metrics.applied(parsed, result, System.nanoTime() - applyStart - frozenNanos);
     if (frozen != null) {
       TermIndex at = TermIndex.valueOf(entry.getTerm(), entry.getIndex());
       StateSnapshot.Frozen f = frozen;
@@ -383,6 +388,7 @@ final class IdemStateMachine extends BaseStateMachine {
       storage.updateLatestSnapshot(
           new SingleFileSnapshotInfo(new FileInfo(file.toPath(), md5), last));
       writtenNotReported.set(last);
+      metrics.snapshot(frozenNanos, System.nanoTime() - start, Files.size(file.toPath()));
       LOG.info(
           "snapshot at {} written to {} (state frozen in {} ms on the apply thread, written in {} ms)",
           last,

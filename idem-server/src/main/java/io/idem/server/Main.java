@@ -50,6 +50,14 @@ public final class Main implements Callable<Integer> {
   String clientListen;
 
   @Option(
+      names = "--admin-address",
+      defaultValue = "${env:IDEM_ADMIN_ADDRESS:-}",
+      description =
+          "host:port of the admin HTTP endpoint: Prometheus metrics at /metrics, the status page at"
+              + " /. Default: none.")
+  String adminAddress;
+
+  @Option(
       names = "--raft-address",
       defaultValue = "${env:IDEM_RAFT_ADDRESS:-" + ServerConfig.DEFAULT_RAFT_ADDRESS + "}",
       description =
@@ -113,6 +121,7 @@ public final class Main implements Callable<Integer> {
         .maxInFlightBatches(entriesInFlight)
         .logSegmentBytes(logSegmentBytes)
         .clientListen(clientListen)
+        .adminAddress(adminAddress)
         .build();
   }
 
@@ -159,7 +168,10 @@ public final class Main implements Callable<Integer> {
             + config.dataDir().toAbsolutePath()
             + ", "
             + config.peers().size()
-            + " member(s)");
+            + " member(s)"
+            + (config.adminAddress().isEmpty()
+                ? ""
+                : ", admin (metrics, status page) on port " + server.adminPort()));
     stopped.await();
     return 0;
   }

@@ -17,6 +17,7 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.ratis.conf.RaftProperties;
 import org.apache.ratis.grpc.GrpcConfigKeys;
+import org.apache.ratis.proto.RaftProtos.RaftPeerRole;
 import org.apache.ratis.protocol.ClientId;
 import org.apache.ratis.protocol.Message;
 import org.apache.ratis.protocol.RaftClientReply;
@@ -220,6 +221,33 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
       return peer == null || peer.getClientAddress() == null ? "" : peer.getClientAddress();
     } catch (IOException e) {
       return "";
+    }
+  }
+
+  /** The current term, or -1 if the division is not there (starting or closed). */
+  long term() {
+    try {
+      return info().getCurrentTerm();
+    } catch (IOException e) {
+      return -1;
+    }
+  }
+
+  /** The role, or null if the division is not there. */
+  RaftPeerRole role() {
+    try {
+      return info().getCurrentRole();
+    } catch (IOException e) {
+      return null;
+    }
+  }
+
+  /** The highest index this node knows committed, or -1 if the division is not there. */
+  long commitIndex() {
+    try {
+      return server.getDivision(GROUP_ID).getRaftLog().getLastCommittedIndex();
+    } catch (IOException e) {
+      return -1;
     }
   }
 

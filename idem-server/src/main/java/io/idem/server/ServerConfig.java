@@ -27,6 +27,8 @@ import java.util.List;
  *     snapshot
  * @param clientListen host:port the client endpoint binds, when it differs from the client address
  *     the peer list advertises (a proxy or a NAT in front of the node); empty: the advertised one
+ * @param adminAddress host:port of the admin HTTP endpoint ({@code /metrics}, the status page);
+ *     empty: none. Port 0 picks a free port ({@link IdemServer#adminPort}).
  */
 public record ServerConfig(
     String id,
@@ -44,7 +46,8 @@ public record ServerConfig(
     long snapshotEveryEntries,
     int snapshotsRetained,
     long logSegmentBytes,
-    String clientListen) {
+    String clientListen,
+    String adminAddress) {
 
   /** Default client address. */
   public static final String DEFAULT_CLIENT_ADDRESS = "127.0.0.1:7001";
@@ -127,6 +130,10 @@ public record ServerConfig(
     if (!clientListen.isEmpty()) {
       checkAddress("client listen address", clientListen);
     }
+    adminAddress = adminAddress == null ? "" : adminAddress;
+    if (!adminAddress.isEmpty()) {
+      checkAddress("admin address", adminAddress);
+    }
   }
 
   /** The address the client endpoint binds: {@link #clientListen}, else the advertised one. */
@@ -185,6 +192,7 @@ public record ServerConfig(
     private int snapshotsRetained = 2;
     private long logSegmentBytes = 8L << 20;
     private String clientListen = "";
+    private String adminAddress = "";
 
     private Builder() {}
 
@@ -264,6 +272,11 @@ public record ServerConfig(
       return this;
     }
 
+    public Builder adminAddress(String hostPort) {
+      this.adminAddress = hostPort;
+      return this;
+    }
+
     /**
      * Returns the configuration.
      *
@@ -286,7 +299,8 @@ public record ServerConfig(
           snapshotEveryEntries,
           snapshotsRetained,
           logSegmentBytes,
-          clientListen);
+          clientListen,
+          adminAddress);
     }
   }
 }

@@ -45,6 +45,11 @@ final class SessionState implements StateSection {
     return table.size();
   }
 
+  /** The {@code n} sessions saving the most responses ({@link SessionTable#largestSessions}). */
+  java.util.List<io.idem.core.SessionInfo> largest(int n) {
+    return table.largestSessions(n);
+  }
+
   /** Whether a live session {@code clientId} exists (the front door's check). */
   boolean exists(long clientId) {
     return table.session(clientId).isPresent();
