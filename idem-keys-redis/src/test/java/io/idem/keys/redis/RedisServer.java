@@ -111,6 +111,15 @@ public final class RedisServer implements AutoCloseable {
     }
   }
 
+  /** The server's whole log (kept across restarts), or "" if there is none yet. */
+  public String log() {
+    try {
+      return Files.readString(dir.resolve("redis.log"));
+    } catch (IOException e) {
+      return "";
+    }
+  }
+
   /** The last lines of the server's log, for failure messages. */
   public String logTail() {
     try {
