@@ -1,0 +1,471 @@
+package io.idem.keys.redis;
+
+import io.idem.keys.Fingerprint;
+import io.idem.keys.IdempotencyKey;
+import io.idem.keys.KeyStoreException;
+import io.idem.keys.spi.Acquisition;
+import io.idem.keys.spi.KeyStore;
+import io.idem.keys.spi.Settlement;
+import io.lettuce.core.ClientOptions;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.SocketOptions;
+import io.lettuce.core.TimeoutOptions;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.api.async.RedisAsyncCommands;
+import io.lettuce.core.codec.ByteArrayCodec;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.function.Function;
+
+/**
+ * The key store on Redis (single node, or a primary found through Sentinel), with Lettuce.
+ *
+ * <p><b>One script per transition.</b> Acquire, complete, release and renew are each one Lua script
+ * ({@code src/main/resources/io/idem/keys/redis/*.lua}), so each is atomic and one round trip:
+ * there is no window between reading the record and writing it, of the kind seed 001 has to argue
+ * away between its {@code SET NX}, {@code GET} and {@code INCRBY}. Scripts run by EVALSHA; when the
+ * server answers NOSCRIPT (its script cache was flushed, or it restarted) the store sends the body
+ * with EVAL. The fingerprint is compared inside the script.
+ *
+ * <p><b>The server's clock.</b> Each script reads {@code TIME} on the Redis server: deadlines,
+ * takeovers and retention are decided on that one clock, never on the application hosts'. A record
+ * lives for its owner's timeout plus the retention, then for the retention after it completes
+ * ({@code PEXPIRE} computed in the script).
+ *
+ * <p><b>Fencing tokens.</b> One counter per namespace ({@code {prefix}:token}, never expiring)
+ * numbers every acquire, and each token is {@code max(counter + 1, server time in µs)}. A counter
+ * per record would be wrong: the record expires with its counter, the next acquire of the key would
+ * hand out token 1 again, and an owner stalled since before the expiry would complete the new
+ * record with its old, equal token. The clock term keeps tokens growing even if the counter is lost
+ * with the tail of an AOF (a crash under {@code appendfsync everysec}): every token handed out
+ * before was at most the clock then, and the clock has moved on (unless the server's clock is set
+ * back by more than the outage). See docs/KEYS.md, "Redis store".
+ *
+ * <p><b>Cluster.</b> Every key of a namespace carries the hash tag {@code {prefix}}, so a namespace
+ * lives in one hash slot and a script touches one slot. This class connects with {@link
+ * RedisClient}: single node or Sentinel. It is not tested on Redis Cluster; a namespace would not
+ * spread over shards there (use several namespaces for that).
+ *
+ * <p><b>Errors.</b> A bad argument fails the stage with {@link IllegalArgumentException}. A Redis
+ * error, a timeout (the builder's {@link Builder#timeout}) or a lost connection fails it with
+ * {@link KeyStoreException}: the outcome is unknown, never a yes, and a retry with the same key is
+ * safe (an acquire that landed answers in progress; an acquire or a completion that Lettuce resends
+ * after a reconnect answers as the first did).
+ *
+ * <p>Thread-safe; calls do not block: stages complete on Lettuce's I/O threads, or on the {@link
+ * Builder#completionExecutor} if one is set (do not block in stages that depend on them otherwise).
+ * {@link #close()} closes the store's connection, and the client too if the store created it from a
+ * URI; a client passed in stays the caller's to shut down.
+ */
+public final class RedisKeyStore implements KeyStore, AutoCloseable {
+
+  /** Default {@link Builder#prefix}. */
+  public static final String DEFAULT_PREFIX = "idem:keys";
+
+  /** Default {@link Builder#timeout}: 5 s. */
+  public static final Duration DEFAULT_TIMEOUT = Duration.ofSeconds(5);
+
+  /** Default {@link Builder#maxResponseBytes}: 64 KiB, as on the Idem store. */
+  public static final int DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024;
+
+  /** The largest {@link Builder#maxResponseBytes}: 16 MiB. */
+  public static final int MAX_RESPONSE_BYTES_LIMIT = 16 * 1024 * 1024;
+
+  /** The longest in-progress timeout, renewal or retention: 7 days, as on the Idem store. */
+  public static final Duration MAX_DURATION = Duration.ofDays(7);
+
+  /** The longest {@link Builder#prefix}, in characters. */
+  public static final int MAX_PREFIX_CHARS = 128;
+
+  private final StatefulRedisConnection<byte[], byte[]> connection;
+  private final RedisAsyncCommands<byte[], byte[]> redis;
+  private final RedisClient ownedClient;
+  private final byte[] recordPrefix;
+  private final byte[] counterKey;
+  private final Duration timeout;
+  private final int maxResponseBytes;
+  private final Executor completions;
+
+  private RedisKeyStore(
+      Builder b, RedisClient ownedClient, StatefulRedisConnection<byte[], byte[]> connection) {
+    this.connection = connection;
+    this.redis = connection.async();
+    this.ownedClient = ownedClient;
+    this.recordPrefix = ("{" + b.prefix + "}:k:").getBytes(StandardCharsets.UTF_8);
+    this.counterKey = ("{" + b.prefix + "}:token").getBytes(StandardCharsets.UTF_8);
+    this.timeout = b.timeout;
+    this.maxResponseBytes = b.maxResponseBytes;
+    this.completions = b.completionExecutor;
+  }
+
+  /** A builder: give it a {@link Builder#client} or a {@link Builder#uri}. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  @Override
+  public CompletionStage<Acquisition> acquire(
+      IdempotencyKey key, Fingerprint fingerprint, Duration inProgressTimeout, Duration retention) {
+    return call(
+        key,
+        () -> {
+          require(fingerprint != null, "fingerprint must not be null (Fingerprint.none(): none)");
+          long timeoutMs = millis("in-progress timeout", inProgressTimeout);
+          long retentionMs = millis("retention", retention);
+          return KeyScript.ACQUIRE.run(
+              redis,
+              new byte[][] {recordKey(key), counterKey},
+              fingerprint.bytes(),
+              ascii(timeoutMs),
+              ascii(retentionMs),
+              // A fresh id per call: Lettuce may resend this very command after a reconnect, and
+              // the script then answers what the first run answered.
+              UUID.randomUUID().toString().getBytes(StandardCharsets.US_ASCII));
+        },
+        RedisKeyStore::acquisition);
+  }
+
+  @Override
+  public CompletionStage<Settlement> complete(IdempotencyKey key, long token, byte[] response) {
+    return call(
+        key,
+        () -> {
+          require(
+              response != null && response.length <= maxResponseBytes,
+              "response must be at most "
+                  + maxResponseBytes
+                  + " bytes, got "
+                  + (response == null ? "null" : response.length + " bytes"));
+          return KeyScript.COMPLETE.run(
+              redis, new byte[][] {recordKey(key)}, ascii(token), response);
+        },
+        RedisKeyStore::settlement);
+  }
+
+  @Override
+  public CompletionStage<Settlement> release(IdempotencyKey key, long token) {
+    return call(
+        key,
+        () -> KeyScript.RELEASE.run(redis, new byte[][] {recordKey(key)}, ascii(token)),
+        RedisKeyStore::settlement);
+  }
+
+  @Override
+  public CompletionStage<Settlement> renew(IdempotencyKey key, long token, Duration extension) {
+    return call(
+        key,
+        () -> {
+          long ms = millis("extension", extension);
+          return KeyScript.RENEW.run(redis, new byte[][] {recordKey(key)}, ascii(token), ascii(ms));
+        },
+        RedisKeyStore::settlement);
+  }
+
+  /**
+   * Closes the store's connection; and the client, if the store created it from a URI. Stages still
+   * pending fail with {@link KeyStoreException}.
+   */
+  @Override
+  public void close() {
+    connection.close();
+    if (ownedClient != null) {
+      ownedClient.shutdown(Duration.ZERO, Duration.ofSeconds(2));
+    }
+  }
+
+  /**
+   * The record's Redis key: {@code {prefix}:k:<scope length in bytes>:<scope>:<key>}. The length
+   * makes it unambiguous ("a:b"/"c" and "a"/"b:c" are two records); the hash tag keeps a namespace
+   * in one slot.
+   */
+  byte[] recordKey(IdempotencyKey key) {
+    require(key != null, "key must not be null");
+    byte[] scope = key.scope().getBytes(StandardCharsets.UTF_8);
+    byte[] name = key.key().getBytes(StandardCharsets.UTF_8);
+    byte[] len = (scope.length + ":").getBytes(StandardCharsets.US_ASCII);
+    byte[] out = new byte[recordPrefix.length + len.length + scope.length + 1 + name.length];
+    int at = 0;
+    for (byte[] part : new byte[][] {recordPrefix, len, scope, {':'}, name}) {
+      System.arraycopy(part, 0, out, at, part.length);
+      at += part.length;
+    }
+    return out;
+  }
+
+  /** The namespace's token counter key. */
+  byte[] counterKey() {
+    return counterKey.clone();
+  }
+
+  // ---- calls and answers ----
+
+  /** A script call that may refuse its arguments at once (with IllegalArgumentException). */
+  private interface ScriptCall {
+    CompletableFuture<List<Object>> start();
+  }
+
+  private <T> CompletionStage<T> call(
+      IdempotencyKey key, ScriptCall op, Function<List<Object>, T> decode) {
+    CompletableFuture<List<Object>> sent;
+    try {
+      sent = op.start();
+    } catch (IllegalArgumentException e) {
+      return CompletableFuture.failedFuture(e);
+    } catch (RuntimeException e) {
+      return CompletableFuture.failedFuture(translate(key, e));
+    }
+    CompletableFuture<T> out = new CompletableFuture<>();
+    sent.orTimeout(timeout.toNanos(), TimeUnit.NANOSECONDS)
+        .whenComplete(
+            (reply, failure) -> {
+              if (failure != null) {
+                finish(() -> out.completeExceptionally(translate(key, failure)));
+                return;
+              }
+              T value;
+              try {
+                value = decode.apply(reply);
+              } catch (RuntimeException e) {
+                finish(() -> out.completeExceptionally(translate(key, e)));
+                return;
+              }
+              finish(() -> out.complete(value));
+            });
+    return out;
+  }
+
+  private void finish(Runnable r) {
+    if (completions == null) {
+      r.run();
+    } else {
+      completions.execute(r);
+    }
+  }
+
+  private KeyStoreException translate(IdempotencyKey key, Throwable e) {
+    Throwable t = e;
+    while (t instanceof CompletionException && t.getCause() != null) {
+      t = t.getCause();
+    }
+    if (t instanceof KeyStoreException k) {
+      return k;
+    }
+    if (t instanceof TimeoutException) {
+      return new KeyStoreException(key, "Redis did not answer within " + timeout, t);
+    }
+    return new KeyStoreException(key, "Redis did not settle it: " + t, t);
+  }
+
+  private static Acquisition acquisition(List<Object> reply) {
+    switch (tag(reply)) {
+      case "A":
+        return new Acquisition.Acquired(number(reply, 1), number(reply, 2));
+      case "C":
+        return new Acquisition.Completed(bytes(reply, 1));
+      case "P":
+        return new Acquisition.InProgress(number(reply, 1));
+      case "M":
+        return new Acquisition.Mismatch();
+      default:
+        throw unexpected(reply);
+    }
+  }
+
+  private static Settlement settlement(List<Object> reply) {
+    switch (tag(reply)) {
+      case "D":
+        return new Settlement.Done(number(reply, 1));
+      case "F":
+        return new Settlement.Fenced(number(reply, 1));
+      default:
+        throw unexpected(reply);
+    }
+  }
+
+  private static String tag(List<Object> reply) {
+    if (reply == null || reply.isEmpty()) {
+      throw unexpected(reply);
+    }
+    return new String(bytes(reply, 0), StandardCharsets.US_ASCII);
+  }
+
+  private static byte[] bytes(List<Object> reply, int i) {
+    if (reply.size() <= i || !(reply.get(i) instanceof byte[] b)) {
+      throw unexpected(reply);
+    }
+    return b;
+  }
+
+  private static long number(List<Object> reply, int i) {
+    try {
+      return Long.parseLong(new String(bytes(reply, i), StandardCharsets.US_ASCII));
+    } catch (NumberFormatException e) {
+      throw unexpected(reply);
+    }
+  }
+
+  private static IllegalStateException unexpected(List<Object> reply) {
+    return new IllegalStateException(
+        "unexpected script reply " + (reply == null ? "null" : reply.size() + " elements"));
+  }
+
+  private static byte[] ascii(long n) {
+    return Long.toString(n).getBytes(StandardCharsets.US_ASCII);
+  }
+
+  private static long millis(String what, Duration d) {
+    if (d == null || d.toMillis() < 1 || d.compareTo(MAX_DURATION) > 0) {
+      throw new IllegalArgumentException(
+          what + " must be in [1 ms, " + MAX_DURATION.toDays() + " days], got " + d);
+    }
+    return d.toMillis();
+  }
+
+  private static void require(boolean ok, String message) {
+    if (!ok) {
+      throw new IllegalArgumentException(message);
+    }
+  }
+
+  /** Builds a {@link RedisKeyStore}. Not thread-safe. */
+  public static final class Builder {
+    private RedisClient client;
+    private RedisURI uri;
+    private String prefix = DEFAULT_PREFIX;
+    private Duration timeout = DEFAULT_TIMEOUT;
+    private int maxResponseBytes = DEFAULT_MAX_RESPONSE_BYTES;
+    private Executor completionExecutor;
+
+    private Builder() {}
+
+    /**
+     * Connect with {@code client}, which stays the caller's: {@link RedisKeyStore#close()} closes
+     * only the store's connection. Its options apply; {@code REJECT_COMMANDS} as disconnected
+     * behaviour fails calls at once while the connection is down (the store's own {@link #timeout}
+     * bounds every call in any case).
+     */
+    public Builder client(RedisClient client) {
+      if (client == null) {
+        throw new IllegalArgumentException("client must not be null");
+      }
+      this.client = client;
+      return this;
+    }
+
+    /**
+     * Connect to {@code uri} ({@code redis://host:port/db}, {@code redis-sentinel://...}) with a
+     * client the store creates, owns and shuts down on close. It reconnects by itself, and fails
+     * calls with {@link KeyStoreException} while disconnected instead of queueing them.
+     */
+    public Builder uri(String uri) {
+      try {
+        return uri(RedisURI.create(uri));
+      } catch (RuntimeException e) {
+        throw new IllegalArgumentException("not a Redis URI: " + uri, e);
+      }
+    }
+
+    /** As {@link #uri(String)}. */
+    public Builder uri(RedisURI uri) {
+      if (uri == null) {
+        throw new IllegalArgumentException("uri must not be null");
+      }
+      this.uri = uri;
+      return this;
+    }
+
+    /**
+     * The namespace: every Redis key the store writes starts with {@code {prefix}}. 1 to {@value
+     * #MAX_PREFIX_CHARS} characters, no braces (it is the hash tag). Default {@value
+     * #DEFAULT_PREFIX}.
+     */
+    public Builder prefix(String prefix) {
+      if (prefix == null
+          || prefix.isEmpty()
+          || prefix.length() > MAX_PREFIX_CHARS
+          || prefix.indexOf('{') >= 0
+          || prefix.indexOf('}') >= 0) {
+        throw new IllegalArgumentException(
+            "prefix must have 1 to "
+                + MAX_PREFIX_CHARS
+                + " characters and no braces, got "
+                + prefix);
+      }
+      this.prefix = prefix;
+      return this;
+    }
+
+    /** How long one call may take before its stage fails with KeyStoreException. Default 5 s. */
+    public Builder timeout(Duration timeout) {
+      if (timeout == null || timeout.toMillis() < 1) {
+        throw new IllegalArgumentException("timeout must be at least 1 ms, got " + timeout);
+      }
+      this.timeout = timeout;
+      return this;
+    }
+
+    /** The largest response a completion may store. Default 64 KiB, at most 16 MiB. */
+    public Builder maxResponseBytes(int max) {
+      if (max < 0 || max > MAX_RESPONSE_BYTES_LIMIT) {
+        throw new IllegalArgumentException(
+            "maxResponseBytes must be in [0, " + MAX_RESPONSE_BYTES_LIMIT + "], got " + max);
+      }
+      this.maxResponseBytes = max;
+      return this;
+    }
+
+    /** Where stages complete; default Lettuce's I/O threads. */
+    public Builder completionExecutor(Executor executor) {
+      if (executor == null) {
+        throw new IllegalArgumentException("completionExecutor must not be null");
+      }
+      this.completionExecutor = executor;
+      return this;
+    }
+
+    /**
+     * Connects (this blocks up to the timeout) and returns the store.
+     *
+     * @throws IllegalArgumentException if neither or both of a client and a URI were given
+     * @throws KeyStoreException if Redis cannot be reached
+     */
+    public RedisKeyStore build() {
+      if ((client == null) == (uri == null)) {
+        throw new IllegalArgumentException("give exactly one of client(...) and uri(...)");
+      }
+      RedisClient owned = client == null ? ownedClient() : null;
+      try {
+        StatefulRedisConnection<byte[], byte[]> c =
+            (owned != null ? owned : client).connect(ByteArrayCodec.INSTANCE);
+        return new RedisKeyStore(this, owned, c);
+      } catch (RuntimeException e) {
+        if (owned != null) {
+          owned.shutdown(Duration.ZERO, Duration.ofSeconds(2));
+        }
+        throw new KeyStoreException(null, "cannot connect to Redis: " + e.getMessage(), e);
+      }
+    }
+
+    private RedisClient ownedClient() {
+      RedisURI u = RedisURI.builder(uri).withTimeout(timeout).build();
+      RedisClient c = RedisClient.create(u);
+      c.setOptions(
+          ClientOptions.builder()
+              .autoReconnect(true)
+              .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
+              .socketOptions(SocketOptions.builder().connectTimeout(timeout).build())
+              .timeoutOptions(TimeoutOptions.enabled(timeout))
+              .build());
+      return c;
+    }
+  }
+}

@@ -1,0 +1,291 @@
+package io.idem.keys.redis;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.idem.keys.Fingerprint;
+import io.idem.keys.IdempotencyKey;
+import io.idem.keys.IdempotentExecutor;
+import io.idem.keys.KeyStoreContract;
+import io.idem.keys.KeyStoreException;
+import io.idem.keys.spi.Acquisition;
+import io.idem.keys.spi.KeyStore;
+import io.idem.keys.spi.Settlement;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.api.async.RedisAsyncCommands;
+import io.lettuce.core.api.sync.RedisCommands;
+import io.lettuce.core.codec.ByteArrayCodec;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Comparator;
+import java.util.List;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The store contract on a private redis-server, and what is Redis's own: the NOSCRIPT fallback, the
+ * server's clock, the key layout, a killed server (never a yes), and tokens across a restart and
+ * across the loss of every byte of data.
+ */
+class RedisKeyStoreTest extends KeyStoreContract {
+  static final Duration LONG = Duration.ofMinutes(5);
+  static final Duration HOUR = Duration.ofHours(1);
+  static final Fingerprint FP = Fingerprint.of(utf8("amount=10"));
+
+  @TempDir static Path dir;
+  static RedisServer server;
+  static RedisKeyStore store;
+  static RedisServer gone;
+  static RedisKeyStore lost;
+  static RedisClient admin;
+  static StatefulRedisConnection<String, String> adminConnection;
+  static StatefulRedisConnection<byte[], byte[]> adminBytes;
+
+  @BeforeAll
+  static void start() {
+    server = RedisServer.start(dir.resolve("main"), RedisServer.Aof.OFF);
+    store = RedisKeyStore.builder().uri(server.uri()).prefix("contract").build();
+    // A store whose server was killed after it connected: every call must fail, none say yes.
+    gone = RedisServer.start(dir.resolve("gone"), RedisServer.Aof.OFF);
+    lost = RedisKeyStore.builder().uri(gone.uri()).timeout(Duration.ofSeconds(2)).build();
+    gone.kill();
+    admin = RedisClient.create(server.uri());
+    adminConnection = admin.connect();
+    adminBytes = admin.connect(ByteArrayCodec.INSTANCE);
+  }
+
+  @AfterAll
+  static void stop() {
+    adminBytes.close();
+    adminConnection.close();
+    admin.shutdown(Duration.ZERO, Duration.ofSeconds(2));
+    lost.close();
+    store.close();
+    gone.close();
+    server.close();
+  }
+
+  @Override
+  protected KeyStore store() {
+    return store;
+  }
+
+  @Override
+  protected KeyStore unreachableStore() {
+    return lost;
+  }
+
+  static RedisCommands<String, String> redis() {
+    return adminConnection.sync();
+  }
+
+  @Test
+  void afterTheScriptCacheIsFlushedEvalRunsTheScriptOnceAndCachesItAgain() {
+    IdempotencyKey k = key("noscript");
+    Acquisition.Acquired a =
+        (Acquisition.Acquired) join(store.acquire(k, FP, LONG, HOUR)); // cached now
+    assertThat(redis().scriptExists(KeyScript.COMPLETE.sha1())).containsExactly(true);
+    redis().scriptFlush();
+    assertThat(redis().scriptExists(KeyScript.COMPLETE.sha1(), KeyScript.ACQUIRE.sha1()))
+        .containsExactly(false, false);
+    assertThat(join(store.complete(k, a.token(), utf8("paid")))).isEqualTo(new Settlement.Done(0));
+    assertThat(redis().scriptExists(KeyScript.COMPLETE.sha1())).containsExactly(true);
+    assertThat(join(store.acquire(k, FP, LONG, HOUR)))
+        .isEqualTo(new Acquisition.Completed(utf8("paid")));
+    // Ran once: a second run of the same completion would be refused by the record, not done.
+    assertThat(join(store.complete(k, a.token(), utf8("other"))))
+        .isEqualTo(new Settlement.Fenced(0));
+  }
+
+  @Test
+  void deadlinesAndTokensComeFromTheServersClock() {
+    List<String> time = redis().time();
+    long serverMs = Long.parseLong(time.get(0)) * 1000 + Long.parseLong(time.get(1)) / 1000;
+    long serverUs = Long.parseLong(time.get(0)) * 1_000_000 + Long.parseLong(time.get(1));
+    Acquisition.Acquired a =
+        (Acquisition.Acquired) join(store.acquire(key("clock"), FP, Duration.ofMinutes(2), HOUR));
+    assertThat(a.deadlineMs() - serverMs).isBetween(120_000L, 125_000L);
+    assertThat(a.token()).isGreaterThanOrEqualTo(serverUs);
+  }
+
+  @Test
+  void everyKeyIsInTheNamespacesHashSlotAndOnlyTheCounterNeverExpires() {
+    IdempotencyKey k = new IdempotencyKey("tenant:1", "order:9");
+    Acquisition.Acquired a =
+        (Acquisition.Acquired) join(store.acquire(k, FP, Duration.ofSeconds(10), HOUR));
+    String record = new String(store.recordKey(k), StandardCharsets.UTF_8);
+    assertThat(record).isEqualTo("{contract}:k:8:tenant:1:order:9");
+    assertThat(redis().pttl(record)).isBetween(HOUR.toMillis(), HOUR.toMillis() + 10_000);
+    assertThat(redis().hget(record, "t")).isEqualTo(Long.toString(a.token()));
+    assertThat(redis().pttl("{contract}:token")).isEqualTo(-1L);
+    assertThat(Long.parseLong(redis().get("{contract}:token"))).isGreaterThanOrEqualTo(a.token());
+    assertThat(join(store.complete(k, a.token(), utf8("x")))).isEqualTo(new Settlement.Done(0));
+    assertThat(redis().pttl(record)).isBetween(HOUR.toMillis() - 10_000, HOUR.toMillis());
+    // Every key any store of these tests wrote: a hash tag, then a record or a counter; only the
+    // counters never expire.
+    for (String name : redis().keys("*")) {
+      assertThat(name).matches("(?s)\\{[^{}]+\\}:(token|k:[0-9]+:.*)");
+      if (name.endsWith("}:token")) {
+        assertThat(redis().pttl(name)).as(name).isEqualTo(-1L);
+      } else {
+        assertThat(redis().pttl(name)).as(name).isPositive();
+      }
+    }
+  }
+
+  @Test
+  void anAcquireOrACompletionResentAfterALostAnswerAnswersAsTheFirstDid() {
+    IdempotencyKey k = key("resent");
+    byte[][] keys = {store.recordKey(k), store.counterKey()};
+    byte[] attempt = utf8("attempt-1");
+    byte[][] args = {FP.bytes(), utf8("60000"), utf8("3600000"), attempt};
+    List<Object> first = join(KeyScript.ACQUIRE.run(asyncOf(), keys, args));
+    List<Object> again = join(KeyScript.ACQUIRE.run(asyncOf(), keys, args));
+    assertThat(text(again)).isEqualTo(text(first)).startsWith("A ");
+    args[3] = utf8("attempt-2");
+    assertThat(text(join(KeyScript.ACQUIRE.run(asyncOf(), keys, args)))).startsWith("P ");
+    long token = Long.parseLong(text(first).split(" ")[1]);
+    assertThat(join(store.complete(k, token, utf8("r")))).isEqualTo(new Settlement.Done(0));
+    assertThat(join(store.complete(k, token, utf8("r")))).isEqualTo(new Settlement.Done(0));
+    assertThat(join(store.complete(k, token, utf8("s")))).isEqualTo(new Settlement.Fenced(0));
+  }
+
+  @Test
+  void aKilledServerIsNeverAYesAndAfterItsRestartTheKeyIsWhereItWas() throws Exception {
+    try (RedisServer own = RedisServer.start(dir.resolve("killed"), RedisServer.Aof.ALWAYS);
+        RedisKeyStore s =
+            RedisKeyStore.builder().uri(own.uri()).timeout(Duration.ofSeconds(2)).build();
+        IdempotentExecutor ex = IdempotentExecutor.builder(s).build()) {
+      IdempotencyKey held = key("held");
+      Acquisition.Acquired a = (Acquisition.Acquired) join(s.acquire(held, FP, LONG, HOUR));
+      own.kill();
+      IdempotencyKey fresh = key("fresh");
+      assertThatThrownBy(() -> join(s.acquire(fresh, FP, LONG, HOUR)))
+          .isInstanceOf(CompletionException.class)
+          .hasCauseInstanceOf(KeyStoreException.class);
+      assertThatThrownBy(() -> join(s.complete(held, a.token(), utf8("x"))))
+          .hasCauseInstanceOf(KeyStoreException.class);
+      AtomicInteger runs = new AtomicInteger();
+      assertThatThrownBy(
+              () ->
+                  ex.execute(
+                      fresh, FP, IdempotentExecutor.Codec.utf8(), t -> "" + runs.incrementAndGet()))
+          .isInstanceOf(KeyStoreException.class);
+      assertThat(runs).hasValue(0);
+
+      own.restart();
+      Acquisition again = awaitAnswer(s, held);
+      assertThat(again).isEqualTo(new Acquisition.InProgress(a.deadlineMs()));
+      Acquisition.Acquired b = (Acquisition.Acquired) join(s.acquire(fresh, FP, LONG, HOUR));
+      assertThat(b.token()).isGreaterThan(a.token());
+      assertThat(ex.execute(key("after"), FP, IdempotentExecutor.Codec.utf8(), t -> "ran"))
+          .isEqualTo("ran");
+    }
+  }
+
+  @Test
+  void tokensKeepGrowingWhenEveryByteOfDataIsLost() throws Exception {
+    Path data = dir.resolve("wiped");
+    long before;
+    try (RedisServer own = RedisServer.start(data, RedisServer.Aof.ALWAYS);
+        RedisKeyStore s = RedisKeyStore.builder().uri(own.uri()).build()) {
+      Acquisition.Acquired a = (Acquisition.Acquired) join(s.acquire(key("w"), FP, LONG, HOUR));
+      before = a.token();
+    }
+    deleteRecursively(data);
+    try (RedisServer own = RedisServer.start(data, RedisServer.Aof.ALWAYS);
+        RedisKeyStore s = RedisKeyStore.builder().uri(own.uri()).build()) {
+      Acquisition.Acquired b = (Acquisition.Acquired) join(s.acquire(key("w"), FP, LONG, HOUR));
+      // The counter is gone (a fresh server), yet the token is above the lost one: the clock term.
+      assertThat(b.token()).isGreaterThan(before);
+      assertThat(join(s.complete(key("w"), before, utf8("stale"))))
+          .isEqualTo(new Settlement.Fenced(b.token()));
+    }
+  }
+
+  @Test
+  void theBuilderRefusesBadSettingsAndAnUnreachableServer() {
+    assertThatThrownBy(() -> RedisKeyStore.builder().prefix("a{b}"))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("prefix");
+    assertThatThrownBy(() -> RedisKeyStore.builder().prefix("")).hasMessageContaining("prefix");
+    assertThatThrownBy(() -> RedisKeyStore.builder().timeout(Duration.ZERO))
+        .hasMessageContaining("timeout");
+    assertThatThrownBy(() -> RedisKeyStore.builder().maxResponseBytes(-1))
+        .hasMessageContaining("maxResponseBytes");
+    assertThatThrownBy(() -> RedisKeyStore.builder().build())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("exactly one");
+    assertThatThrownBy(() -> RedisKeyStore.builder().uri("http://x"))
+        .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(
+            () ->
+                RedisKeyStore.builder()
+                    .uri("redis://127.0.0.1:" + RedisServer.freePort())
+                    .timeout(Duration.ofSeconds(1))
+                    .build())
+        .isInstanceOf(KeyStoreException.class)
+        .hasMessageContaining("cannot connect");
+  }
+
+  @Test
+  void aClientPassedInStaysTheCallersAfterClose() {
+    RedisClient mine = RedisClient.create(server.uri());
+    try {
+      RedisKeyStore s = RedisKeyStore.builder().client(mine).prefix("mine").build();
+      assertThat(join(s.acquire(key("mine"), FP, LONG, HOUR)))
+          .isInstanceOf(Acquisition.Acquired.class);
+      s.close();
+      try (StatefulRedisConnection<String, String> c = mine.connect()) {
+        assertThat(c.sync().ping()).isEqualTo("PONG");
+      }
+    } finally {
+      mine.shutdown(Duration.ZERO, Duration.ofSeconds(2));
+    }
+  }
+
+  // ---- helpers ----
+
+  private static RedisAsyncCommands<byte[], byte[]> asyncOf() {
+    return adminBytes.async();
+  }
+
+  private static String text(List<Object> reply) {
+    StringBuilder b = new StringBuilder();
+    for (Object o : reply) {
+      b.append(b.length() == 0 ? "" : " ").append(new String((byte[]) o, StandardCharsets.UTF_8));
+    }
+    return b.toString();
+  }
+
+  /** Asks until the store answers (the client reconnects by itself), bounded. */
+  static Acquisition awaitAnswer(RedisKeyStore s, IdempotencyKey k) throws InterruptedException {
+    long end = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+    while (true) {
+      try {
+        return join(s.acquire(k, FP, LONG, HOUR));
+      } catch (CompletionException e) {
+        assertThat(e).hasCauseInstanceOf(KeyStoreException.class);
+        assertThat(System.nanoTime()).as("no answer after a restart").isLessThan(end);
+        Thread.sleep(50);
+      }
+    }
+  }
+
+  static void deleteRecursively(Path p) throws IOException {
+    try (Stream<Path> walk = Files.walk(p)) {
+      for (Path x : walk.sorted(Comparator.reverseOrder()).toList()) {
+        Files.delete(x);
+      }
+    }
+  }
+}
