@@ -106,13 +106,19 @@ public final class IdemClient implements AutoCloseable {
   private final SessionDriver session;
   private final long timeoutNanos;
   private final io.idem.proto.Fence fence; // null: writes are not fenced
+  private final CallObserver observer; // shared by the views of one client
 
   private IdemClient(
-      Settings settings, SessionDriver session, long timeoutNanos, io.idem.proto.Fence fence) {
+      Settings settings,
+      SessionDriver session,
+      long timeoutNanos,
+      io.idem.proto.Fence fence,
+      CallObserver observer) {
     this.settings = settings;
     this.session = session;
     this.timeoutNanos = timeoutNanos;
     this.fence = fence;
+    this.observer = observer;
   }
 
   /** A builder; {@link Builder#servers} is required. */
@@ -126,7 +132,7 @@ public final class IdemClient implements AutoCloseable {
    */
   public IdemClient withTimeout(Duration timeout) {
     Builder.positive("timeout", timeout);
-    return new IdemClient(settings, session, timeout.toNanos(), fence);
+    return new IdemClient(settings, session, timeout.toNanos(), fence, observer);
   }
 
   /**
@@ -148,7 +154,8 @@ public final class IdemClient implements AutoCloseable {
             .setScope(fence.scope())
             .setKey(fence.key())
             .setToken(fence.token())
-            .build());
+            .build(),
+        observer);
   }
 
   // ---- writes ----
@@ -823,7 +830,14 @@ public final class IdemClient implements AutoCloseable {
   // ---- plumbing ----
 
   private <T extends OperationResult> CompletableFuture<T> write(Operation op, Class<T> type) {
-    return session.submit(op, timeoutNanos).thenApply(f -> type.cast(typed(op, f)));
+    if (observer == CallObserver.NONE) {
+      return session.submit(op, timeoutNanos).thenApply(f -> type.cast(typed(op, f)));
+    }
+    long start = observer.started();
+    CompletableFuture<T> call =
+        session.submit(op, timeoutNanos).thenApply(f -> type.cast(typed(op, f)));
+    call.whenComplete((r, e) -> observer.finished(op.getOpCase(), e, start));
+    return call;
   }
 
   /** The typed result of {@code op}'s answer {@code f}, or the exception it stands for. */
@@ -953,8 +967,30 @@ public final class IdemClient implements AutoCloseable {
     private Path identityFile;
     private String name;
     private IdemTransport transport;
+    private io.micrometer.core.instrument.MeterRegistry meterRegistry;
+    private String metricsName = "idem";
 
     private Builder() {}
+
+    /**
+     * Registers the client's meters on {@code registry} (Micrometer, an optional dependency: needed
+     * only if this is called), tagged {@code client=name}: {@code idem.client.requests} (a timer
+     * per operation and outcome: ok, rejected, not_sent, outcome_unknown, session_lost), {@code
+     * idem.client.in.flight}, {@code idem.client.retries} (reconnects and registration retries) and
+     * {@code idem.client.duplicates.seen} (answers the server gave from its saved responses). In
+     * Prometheus: {@code idem_client_requests_seconds}, {@code idem_client_retries_total}, ...
+     *
+     * @param name the {@code client} tag, to tell several clients in one registry apart
+     */
+    public Builder meterRegistry(
+        io.micrometer.core.instrument.MeterRegistry registry, String name) {
+      if (registry == null || name == null || name.isEmpty()) {
+        throw new IllegalArgumentException("a meter registry and a non-empty name are required");
+      }
+      this.meterRegistry = registry;
+      this.metricsName = name;
+      return this;
+    }
 
     /** The cluster's client addresses, host:port each. Required. */
     public Builder servers(List<String> servers) {
@@ -1076,7 +1112,12 @@ public final class IdemClient implements AutoCloseable {
               identityFile,
               name,
               transport);
-      return new IdemClient(settings, new SessionDriver(settings), requestTimeout.toNanos(), null);
+      SessionDriver driver = new SessionDriver(settings);
+      CallObserver observer =
+          meterRegistry == null
+              ? CallObserver.NONE
+              : MicrometerObserver.register(meterRegistry, metricsName, driver);
+      return new IdemClient(settings, driver, requestTimeout.toNanos(), null, observer);
     }
 
     static void positive(String what, Duration d) {

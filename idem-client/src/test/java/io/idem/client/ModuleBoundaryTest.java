@@ -90,12 +90,19 @@ class ModuleBoundaryTest {
     Exports only = d.exports().iterator().next();
     assertThat(only.source()).isEqualTo(API);
     assertThat(only.isQualified()).as("exported to every module, not to some").isFalse();
-    // The API does not hand the protocol or gRPC to its readers.
+    // The API does not hand the protocol or gRPC to its readers: only Micrometer, optional, whose
+    // MeterRegistry the builder takes.
     assertThat(
             d.requires().stream()
                 .filter(r -> r.modifiers().contains(Requires.Modifier.TRANSITIVE))
                 .map(Requires::name))
-        .isEmpty();
+        .containsExactly("micrometer.core");
+    assertThat(
+            d.requires().stream()
+                .filter(r -> r.name().equals("micrometer.core"))
+                .allMatch(r -> r.modifiers().contains(Requires.Modifier.STATIC)))
+        .as("Micrometer is optional at run time")
+        .isTrue();
 
     // On the module path the runtime enforces it too.
     Module m = IdemClient.class.getModule();
