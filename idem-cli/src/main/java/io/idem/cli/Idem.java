@@ -57,6 +57,24 @@ public final class Idem implements Runnable {
           ex.getCommandLine().getErr().println("idem: " + ex.getMessage() + " (see --help)");
           return 2;
         });
+    // With --help, picocli prints the help and leaves unknown words unreported; an unknown command
+    // must fail like any other bad argument, help or not.
+    cli.setExecutionStrategy(
+        parseResult -> {
+          for (CommandLine.ParseResult p = parseResult; p != null; p = p.subcommand()) {
+            if (!p.unmatched().isEmpty()) {
+              p.commandSpec()
+                  .commandLine()
+                  .getErr()
+                  .println(
+                      "idem: unknown command or argument '"
+                          + p.unmatched().get(0)
+                          + "' (see --help)");
+              return 2;
+            }
+          }
+          return new CommandLine.RunLast().execute(parseResult);
+        });
     cli.setExecutionExceptionHandler(
         (ex, commandLine, parseResult) -> {
           commandLine.getErr().println("idem: " + Errors.oneLine(ex));

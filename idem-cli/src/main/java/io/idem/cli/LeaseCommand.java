@@ -2,6 +2,7 @@ package io.idem.cli;
 
 import io.idem.client.IdemClient;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -35,7 +36,7 @@ final class LeaseCommand {
     @Override
     public Integer call() {
       try (IdemClient c = options.client()) {
-        System.out.println("granted, expires at log time " + c.grantLease(name, ttl) + " ms");
+        System.out.println("granted: " + expiry(c.grantLease(name, ttl)));
       }
       return 0;
     }
@@ -51,7 +52,7 @@ final class LeaseCommand {
     @Override
     public Integer call() {
       try (IdemClient c = options.client()) {
-        System.out.println("renewed, expires at log time " + c.keepAliveLease(name) + " ms");
+        System.out.println("renewed: " + expiry(c.keepAliveLease(name)));
       }
       return 0;
     }
@@ -70,9 +71,26 @@ final class LeaseCommand {
     @Override
     public Integer call() {
       try (IdemClient c = options.client()) {
-        System.out.println("revoked at log time " + c.revokeLease(name) + " ms");
+        long at = c.revokeLease(name);
+        System.out.println("revoked at " + Instant.ofEpochMilli(at) + " (log time " + at + " ms)");
       }
       return 0;
     }
+  }
+
+  /**
+   * A lease's expiry for people: log time is the leaders' clocks (ms since the epoch) as stamped
+   * into the log, so it reads as a time; how far ahead is measured against this machine's clock,
+   * hence "about".
+   */
+  static String expiry(long logTimeMs) {
+    Duration left = Duration.ofMillis(logTimeMs - System.currentTimeMillis());
+    return "expires at "
+        + Instant.ofEpochMilli(logTimeMs)
+        + ", in about "
+        + String.format(java.util.Locale.ROOT, "%.1f s", left.toMillis() / 1000.0)
+        + " (log time "
+        + logTimeMs
+        + " ms)";
   }
 }

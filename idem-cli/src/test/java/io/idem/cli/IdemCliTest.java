@@ -45,6 +45,30 @@ class IdemCliTest {
   }
 
   @Test
+  void aLeaseExpiryReadsAsATimeAndADuration() {
+    long in30s = System.currentTimeMillis() + 30_000;
+    assertThat(LeaseCommand.expiry(in30s))
+        .matches(
+            "expires at 20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z, in about (29|30)\\.[0-9] s"
+                + " \\(log time "
+                + in30s
+                + " ms\\)");
+  }
+
+  @Test
+  void unknownCommandFailsEvenWithHelp() {
+    assertThat(run("nosuchcommand", "--help")).isEqualTo(2);
+    assertOneLineError("unknown command or argument 'nosuchcommand'");
+    assertThat(out.toString()).isEmpty();
+  }
+
+  @Test
+  void unknownCommandWithoutHelpFailsToo() {
+    assertThat(run("nosuchcommand")).isEqualTo(2);
+    assertOneLineError("nosuchcommand");
+  }
+
+  @Test
   void missingArgumentIsOneLineAndExitTwo() {
     assertThat(run("kv", "put", "only-a-key")).isEqualTo(2);
     assertOneLineError("Missing required parameter");
@@ -169,6 +193,7 @@ class IdemCliTest {
       assertThat(
               run("lease", "grant", "lock", "30s", "--servers", servers, "--identity", id)
                   + run("lease", "keepalive", "lock", "--servers", servers, "--identity", id))
+          .as(err.toString())
           .isZero();
       assertThat(server.status().getLeases()).isEqualTo(1);
       assertThat(run("lease", "keepalive", "lock", "--servers", servers)).isEqualTo(1);
