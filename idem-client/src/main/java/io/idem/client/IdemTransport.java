@@ -103,6 +103,23 @@ public final class IdemTransport implements AutoCloseable {
     return new IdemTransport();
   }
 
+  /**
+   * The client address where a session of this transport last found the leader: a new session
+   * starts there instead of asking the servers in turn, so that many sessions (a bench, a pool of
+   * clients) discover the leader once. Empty until a session connects.
+   */
+  private volatile String lastLeader = "";
+
+  /** Where a session of this transport last found the leader; empty if none did yet. */
+  String lastLeader() {
+    return lastLeader;
+  }
+
+  /** A session of this transport found the leader at {@code address}. */
+  void noteLeader(String address) {
+    lastLeader = address;
+  }
+
   /** The connection to {@code address} (host:port), opened on first use. */
   synchronized Connection connection(String address) {
     if (closed) {

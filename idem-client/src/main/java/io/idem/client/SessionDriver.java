@@ -66,6 +66,9 @@ final class SessionDriver {
   private final Runnable transportClosed = () -> apply(SessionMachine::transportClosed);
   private int closeWaiters;
 
+  /** The address this session last connected at, as told to the transport (under the lock). */
+  private String connectedAt = "";
+
   // The runner's own state: touched by one runner at a time, never under the lock.
   private int streamId;
   private StreamObserver<ClientFrame> stream;
@@ -120,6 +123,11 @@ final class SessionDriver {
                 () -> apply(m -> m.tick(now())), TICK_MS, TICK_MS, TimeUnit.MILLISECONDS);
     if (!ownsTransport && !transport.onShutdown(transportClosed)) {
       apply(SessionMachine::transportClosed);
+    }
+    // Another session of a shared transport found the leader: start there.
+    String known = transport.lastLeader();
+    if (!known.isEmpty() && settings.servers().contains(known)) {
+      apply(m -> m.redirect(known));
     }
     apply(m -> m.start(now()));
   }
@@ -241,6 +249,13 @@ final class SessionDriver {
   private void apply(Consumer<SessionMachine> event) {
     synchronized (lock) {
       event.accept(machine);
+      if (machine.state() == SessionMachine.State.CONNECTED) {
+        String at = machine.currentAddress();
+        if (!at.equals(connectedAt)) {
+          connectedAt = at;
+          transport.noteLeader(at);
+        }
+      }
       List<Effect> out = machine.takeEffects();
       if (closeWaiters > 0) {
         lock.notifyAll();
