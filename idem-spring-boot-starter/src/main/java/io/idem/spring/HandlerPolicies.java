@@ -46,10 +46,17 @@ final class HandlerPolicies implements IdempotencyFilter.PolicyResolver {
   }
 
   private HandlerMethod handler(HttpServletRequest request) {
-    RequestMappingHandlerMapping mapping = mappings.getIfAvailable();
-    if (mapping == null) {
-      return null;
+    for (RequestMappingHandlerMapping mapping : mappings.orderedStream().toList()) {
+      HandlerMethod h = handler(mapping, request);
+      if (h != null) {
+        return h;
+      }
     }
+    return null;
+  }
+
+  private static HandlerMethod handler(
+      RequestMappingHandlerMapping mapping, HttpServletRequest request) {
     boolean parsedHere = false;
     if (mapping.getPatternParser() != null
         && !ServletRequestPathUtils.hasParsedRequestPath(request)) {

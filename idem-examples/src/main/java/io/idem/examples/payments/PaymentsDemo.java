@@ -4,7 +4,7 @@ import io.idem.client.IdemClient;
 import io.idem.testkit.FaultProxy;
 import io.idem.testkit.LocalCluster;
 import java.io.IOException;
-import java.io.PrintStream;
+import java.io.PrintWriter;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -77,7 +77,7 @@ public final class PaymentsDemo {
       boolean pass) {}
 
   private final Options options;
-  private final PrintStream out;
+  private final PrintWriter out;
   private final long started = System.nanoTime();
   private final Map<String, AtomicLong> acknowledgedAmount = new ConcurrentHashMap<>();
   private final Map<String, AtomicLong> unknownAmount = new ConcurrentHashMap<>();
@@ -91,7 +91,7 @@ public final class PaymentsDemo {
   private final AtomicLong unexpected = new AtomicLong();
   private volatile boolean stopping;
 
-  private PaymentsDemo(Options options, PrintStream out) {
+  private PaymentsDemo(Options options, PrintWriter out) {
     this.options = options;
     this.out = out;
     for (String a : ACCOUNTS) {
@@ -101,7 +101,7 @@ public final class PaymentsDemo {
   }
 
   /** Runs the demo, printing to {@code out}. */
-  public static Report run(Options options, PrintStream out) throws Exception {
+  public static Report run(Options options, PrintWriter out) throws Exception {
     return new PaymentsDemo(options, out).run();
   }
 
@@ -149,27 +149,28 @@ public final class PaymentsDemo {
     int phase = 0;
     int leader = -1;
     long nextReport = 0;
-    while (seconds(t0) < s) {
+    double end = s;
+    while (seconds(t0) < end) {
       double t = seconds(t0);
-      if (phase == 0 && t >= s * 0.15) {
+      if (phase == 0 && t >= s * 0.1) {
         say("fault: the network swallows every response for 1.5 s; clients time out and retry");
         proxy.blackholeResponses();
         phase++;
-      } else if (phase == 1 && t >= s * 0.15 + 1.5) {
+      } else if (phase == 1 && t >= s * 0.1 + 1.5) {
         proxy.passResponses();
         proxy.resetConnections();
         say("fault over: connections reset");
         phase++;
-      } else if (phase == 2 && t >= s * 0.35) {
+      } else if (phase == 2 && t >= s * 0.25) {
         leader = cluster.waitForLeader(Duration.ofSeconds(30));
         say("fault: killing the Idem leader n" + (leader + 1));
         cluster.kill(leader);
         phase++;
-      } else if (phase == 3 && t >= s * 0.5) {
+      } else if (phase == 3 && t >= s * 0.4) {
         cluster.restart(leader);
         say("n" + (leader + 1) + " restarted");
         phase++;
-      } else if (phase == 4 && t >= s * 0.6) {
+      } else if (phase == 4 && t >= s * 0.5) {
         say("fault: kill -9 of the payments service, mid-request");
         service.kill();
         proxy.resetConnections();
@@ -177,6 +178,8 @@ public final class PaymentsDemo {
         service.start();
         service.awaitHealthy();
         say("payments service restarted on the same port");
+        // However long the restart took, the clients get time after the last fault.
+        end = Math.max(end, seconds(t0) + Math.max(3, s * 0.25));
         phase++;
       }
       long now = (long) t;
@@ -447,6 +450,6 @@ public final class PaymentsDemo {
             Integer.parseInt(flags.getOrDefault("clients", "8")),
             Double.parseDouble(flags.getOrDefault("drop-rate", "0.25")),
             Long.parseLong(flags.getOrDefault("seed", Long.toString(System.nanoTime() % 100_000))));
-    System.exit(run(o, System.out).pass() ? 0 : 1);
+    System.exit(run(o, new PrintWriter(System.out, true)).pass() ? 0 : 1);
   }
 }

@@ -283,8 +283,11 @@ public final class PaymentsService implements AutoCloseable {
     }
   }
 
-  /** {@link #main}'s body; returns once {@code stop} opens (never, from main) or on bad args. */
-  static int serve(String[] args, CountDownLatch stop) throws Exception {
+  /**
+   * {@link #main}'s body (the options as for main): serves until {@code stop} opens (never, from
+   * main); 2 on bad options.
+   */
+  public static int serve(String[] args, CountDownLatch stop) throws Exception {
     Options o = Options.defaults();
     int port = 8080;
     String servers = null;

