@@ -453,6 +453,11 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
       String title,
       String detail)
       throws IOException {
+    if (response.isCommitted()) {
+      // Only a response too large to hold went out before its outcome was settled: the client
+      // has it whole, and the key's fate (stored, or taken over) decides what a retry gets.
+      return;
+    }
     // A client may retry these later with the same key; the others need another request.
     boolean retryAfter = name.equals("key-in-progress") || name.equals("store-unavailable");
     new Problem(status, name, title, detail).send(response, instance, retryAfter);
