@@ -33,10 +33,11 @@ import picocli.CommandLine.Spec;
 @Command(
     name = "demo",
     mixinStandardHelpOptions = true,
+    subcommands = {PaymentsDemoCommand.class},
     description =
         "Runs a 3-node cluster in process, drops responses, kills the leader, restarts a client from"
             + " its identity file, and checks that every acknowledged operation was applied exactly"
-            + " once.")
+            + " once. 'idem demo payments' runs the HTTP payments example under faults.")
 final class DemoCommand implements Callable<Integer> {
   @Spec CommandSpec spec;
 

@@ -99,6 +99,15 @@ class IdemCliTest {
   }
 
   @Test
+  void demoPaymentsRefusesAbsurdSettingsInOneLine() {
+    assertThat(run("demo", "payments", "--seconds", "1")).isEqualTo(2);
+    assertOneLineError("seconds must be in [8, 600], got 1");
+    err.getBuffer().setLength(0);
+    assertThat(run("demo", "payments", "--clients", "0")).isEqualTo(2);
+    assertOneLineError("clients must be in [1, 64], got 0");
+  }
+
+  @Test
   void benchRefusesOutOfRangeSettingsAndUnreachableServers() {
     assertThat(run("bench", "--sessions", "0")).isEqualTo(2);
     assertThat(run("bench", "--workload", "delete")).isEqualTo(2);
@@ -585,6 +594,7 @@ class IdemCliTest {
           {"config", "show", "--help"},
           {"config", "set", "--help"},
           {"demo", "--help"},
+          {"demo", "payments", "--help"},
           {"bench", "--help"},
           {"verify", "--help"},
           {"server", "--help"}
@@ -596,7 +606,9 @@ class IdemCliTest {
         .contains("--servers")
         .contains("--peers")
         .contains("--fingerprint=TEXT")
-        .contains("--effect-increment=KEY=DELTA");
+        .contains("--effect-increment=KEY=DELTA")
+        .contains("--no-idempotency")
+        .contains("--processing-delay");
   }
 
   @Test

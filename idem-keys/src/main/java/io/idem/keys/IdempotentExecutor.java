@@ -8,6 +8,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executors;
@@ -51,6 +52,39 @@ public final class IdempotentExecutor implements AutoCloseable {
   public interface Operation<T> {
     /** Runs once per key (unless it fails and its failure is not stored). */
     T run(long fencingToken) throws Exception;
+  }
+
+  /**
+   * A business operation whose deciding write the store applies together with the completion (see
+   * {@link KeyStore#completeWith}): it returns its result and that write as an {@link Outcome}.
+   */
+  @FunctionalInterface
+  public interface EffectfulOperation<T> {
+    /** Runs once per key (unless it fails and its failure is not stored). */
+    Outcome<T> run(long fencingToken) throws Exception;
+  }
+
+  /**
+   * What an {@link EffectfulOperation} returns: its result, and the write the store applies in the
+   * same atomic step as storing the result (null for none). The effect's type is the store's (on
+   * Idem, {@code io.idem.client.Write}).
+   *
+   * @param value the result, stored and replayed
+   * @param effect the business write, or null
+   */
+  public record Outcome<T>(T value, Object effect) {
+    /** A result without an effect. */
+    public static <T> Outcome<T> of(T value) {
+      return new Outcome<>(value, null);
+    }
+
+    /** A result whose {@code effect} lands with its completion, or not at all. */
+    public static <T> Outcome<T> withEffect(T value, Object effect) {
+      if (effect == null) {
+        throw new IllegalArgumentException("effect must not be null (use Outcome.of)");
+      }
+      return new Outcome<>(value, effect);
+    }
   }
 
   /** Turns the operation's result into the stored response and back. */
@@ -128,6 +162,33 @@ public final class IdempotentExecutor implements AutoCloseable {
   public <T> T execute(
       IdempotencyKey key, Fingerprint fingerprint, Codec<T> codec, Operation<T> operation)
       throws Exception {
+    return execute(
+        key, fingerprint, waitForResult, codec, token -> Outcome.of(operation.run(token)));
+  }
+
+  /**
+   * As {@link #execute(IdempotencyKey, Fingerprint, Codec, Operation)}, with this call's own bound
+   * on waiting for a concurrent duplicate's outcome (zero fails at once with {@link
+   * KeyInProgressException}; the builder's {@link Builder#waitForResult} is the other method's),
+   * and an operation that may hand back an effect for the store to apply with the completion.
+   *
+   * <p>If the store refuses the effect (it fails the completion with anything but {@link
+   * KeyStoreException}: a compare-and-set that no longer holds, a store without effects), nothing
+   * was applied: the key is released, so that a retry runs again, and the refusal is thrown.
+   *
+   * @throws IllegalArgumentException {@code waitForResult} is null or negative
+   */
+  public <T> T execute(
+      IdempotencyKey key,
+      Fingerprint fingerprint,
+      Duration waitForResult,
+      Codec<T> codec,
+      EffectfulOperation<T> operation)
+      throws Exception {
+    if (waitForResult == null || waitForResult.isNegative()) {
+      throw new IllegalArgumentException(
+          "waitForResult must be zero or positive, got " + waitForResult);
+    }
     long waitUntil = System.nanoTime() + waitForResult.toNanos();
     while (true) {
       Acquisition a = await(key, store.acquire(key, fingerprint, inProgressTimeout, retention));
@@ -153,12 +214,15 @@ public final class IdempotentExecutor implements AutoCloseable {
     }
   }
 
-  private <T> T run(IdempotencyKey key, long token, Codec<T> codec, Operation<T> operation)
+  private <T> T run(IdempotencyKey key, long token, Codec<T> codec, EffectfulOperation<T> operation)
       throws Exception {
     ScheduledFuture<?> renewing = renewEvery.isZero() ? null : renewPeriodically(key, token);
-    T value;
+    Outcome<T> outcome;
     try {
-      value = operation.run(token);
+      outcome = operation.run(token);
+      if (outcome == null) {
+        throw new IllegalStateException("the operation returned no Outcome");
+      }
     } catch (Exception e) {
       if (renewing != null) {
         renewing.cancel(false);
@@ -178,8 +242,53 @@ public final class IdempotentExecutor implements AutoCloseable {
     if (renewing != null) {
       renewing.cancel(false);
     }
-    settle(key, store.complete(key, token, success(codec.encode(value))));
-    return value;
+    byte[] response = success(codec.encode(outcome.value()));
+    if (outcome.effect() == null) {
+      settle(key, store.complete(key, token, response));
+    } else {
+      settleWithEffect(key, token, response, outcome.effect());
+    }
+    return outcome.value();
+  }
+
+  private void settleWithEffect(IdempotencyKey key, long token, byte[] response, Object effect)
+      throws Exception {
+    Throwable refused;
+    try {
+      checkSettled(
+          key,
+          store
+              .completeWith(key, token, response, effect)
+              .toCompletableFuture()
+              .get(storeTimeout.toNanos(), TimeUnit.NANOSECONDS));
+      return;
+    } catch (ExecutionException e) {
+      refused = e.getCause() instanceof CompletionException c ? c.getCause() : e.getCause();
+      if (refused instanceof KeyStoreException k) {
+        throw k;
+      }
+    } catch (RuntimeException e) {
+      if (e instanceof KeyException) {
+        throw e;
+      }
+      refused = e; // thrown by completeWith itself rather than through its stage
+    } catch (TimeoutException e) {
+      throw new KeyStoreException(key, "the store did not answer within " + storeTimeout, e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new KeyStoreException(key, "interrupted while waiting for the store", e);
+    }
+    // The store refused the effect: nothing was applied and the key is still ours. Release it, so
+    // that a retry runs again.
+    try {
+      await(key, store.release(key, token));
+    } catch (KeyStoreException storeFailed) {
+      refused.addSuppressed(storeFailed); // the key stays owned until its deadline
+    }
+    if (refused instanceof Exception e) {
+      throw e;
+    }
+    throw (Error) refused;
   }
 
   private ScheduledFuture<?> renewPeriodically(IdempotencyKey key, long token) {
@@ -189,7 +298,10 @@ public final class IdempotentExecutor implements AutoCloseable {
   }
 
   private void settle(IdempotencyKey key, CompletionStage<Settlement> stage) {
-    Settlement s = await(key, stage);
+    checkSettled(key, await(key, stage));
+  }
+
+  private static void checkSettled(IdempotencyKey key, Settlement s) {
     if (s instanceof Settlement.Fenced f) {
       throw new KeyFencedException(
           key,

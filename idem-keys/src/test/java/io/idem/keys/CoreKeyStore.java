@@ -87,6 +87,40 @@ final class CoreKeyStore implements KeyStore {
         key, () -> settlement(table.complete(id(key), token, response, clockMs.getAsLong())));
   }
 
+  /**
+   * Applies an effect, a {@link Runnable} (it must throw before changing anything if it refuses),
+   * and the completion under one lock, only while {@code token} owns the key: both or neither.
+   * Other effect types fail the stage with {@link IllegalArgumentException}.
+   */
+  @Override
+  public CompletionStage<Settlement> completeWith(
+      IdempotencyKey key, long token, byte[] response, Object effect) {
+    if (effect == null) {
+      return complete(key, token, response);
+    }
+    if (!(effect instanceof Runnable write)) {
+      return CompletableFuture.failedFuture(
+          new IllegalArgumentException("effects here are Runnables, got " + effect.getClass()));
+    }
+    if (failing.get()) {
+      return CompletableFuture.failedFuture(
+          new KeyStoreException(key, "connection to the store lost", null));
+    }
+    synchronized (table) {
+      if (table.currentToken(id(key)) != token) {
+        return CompletableFuture.completedFuture(
+            new Settlement.Fenced(table.currentToken(id(key))));
+      }
+      try {
+        write.run();
+      } catch (RuntimeException refused) {
+        return CompletableFuture.failedFuture(refused);
+      }
+      return CompletableFuture.completedFuture(
+          settlement(table.complete(id(key), token, response, clockMs.getAsLong())));
+    }
+  }
+
   @Override
   public CompletionStage<Settlement> release(IdempotencyKey key, long token) {
     return call(key, () -> settlement(table.release(id(key), token, clockMs.getAsLong())));

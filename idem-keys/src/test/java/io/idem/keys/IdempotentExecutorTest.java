@@ -235,6 +235,187 @@ class IdempotentExecutorTest {
   }
 
   @Test
+  void aCallsOwnWaitBoundOverridesTheBuildersInBothDirections() throws Exception {
+    executor = IdempotentExecutor.builder(realTime).build(); // the builder's: no waiting
+    CountDownLatch started = new CountDownLatch(1);
+    CountDownLatch finish = new CountDownLatch(1);
+    CompletableFuture<String> first =
+        async(
+            () ->
+                executor.execute(
+                    KEY,
+                    FP,
+                    TEXT,
+                    token -> {
+                      runs.incrementAndGet();
+                      started.countDown();
+                      finish.await();
+                      return "r1";
+                    }));
+    assertThat(started.await(10, TimeUnit.SECONDS)).isTrue();
+    CompletableFuture<String> waiting =
+        async(
+            () ->
+                executor.execute(
+                    KEY,
+                    FP,
+                    Duration.ofSeconds(10),
+                    TEXT,
+                    token -> IdempotentExecutor.Outcome.of("never")));
+    Thread.sleep(200); // the waiter asks while the first still runs
+    finish.countDown();
+    assertThat(waiting.get(10, TimeUnit.SECONDS)).isEqualTo("r1");
+    assertThat(first.get(10, TimeUnit.SECONDS)).isEqualTo("r1");
+    assertThat(runs).hasValue(1);
+
+    IdempotentExecutor waits =
+        IdempotentExecutor.builder(realTime).waitForResult(Duration.ofSeconds(10)).build();
+    try {
+      IdempotencyKey other = new IdempotencyKey("shop-1", "payment-43");
+      long before = System.nanoTime();
+      assertThatThrownBy(
+              () ->
+                  waits.execute(
+                      other,
+                      FP,
+                      TEXT,
+                      token ->
+                          waits.execute(
+                              other,
+                              FP,
+                              Duration.ZERO,
+                              TEXT,
+                              t -> IdempotentExecutor.Outcome.of("inner"))))
+          .isInstanceOf(KeyInProgressException.class);
+      assertThat(System.nanoTime() - before).isLessThan(TimeUnit.SECONDS.toNanos(5));
+    } finally {
+      waits.close();
+    }
+    assertThatThrownBy(
+            () ->
+                executor.execute(
+                    KEY,
+                    FP,
+                    Duration.ofSeconds(-1),
+                    TEXT,
+                    token -> IdempotentExecutor.Outcome.of("x")))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("waitForResult must be zero or positive");
+  }
+
+  @Test
+  void anEffectLandsWithItsCompletionAndNotOnReplay() throws Exception {
+    executor = IdempotentExecutor.builder(realTime).build();
+    AtomicLong balance = new AtomicLong(100);
+    for (int i = 0; i < 3; i++) {
+      String answer =
+          executor.execute(
+              KEY,
+              FP,
+              Duration.ZERO,
+              TEXT,
+              token -> {
+                runs.incrementAndGet();
+                assertThat(balance.get()).isEqualTo(100); // not applied before the completion
+                return IdempotentExecutor.Outcome.withEffect(
+                    "debited 30", (Runnable) () -> balance.addAndGet(-30));
+              });
+      assertThat(answer).isEqualTo("debited 30");
+    }
+    assertThat(balance).hasValue(70);
+    assertThat(runs).hasValue(1);
+  }
+
+  @Test
+  void aRefusedEffectAppliesNothingAndReleasesTheKeySoThatARetryRuns() throws Exception {
+    executor = IdempotentExecutor.builder(realTime).build();
+    AtomicLong balance = new AtomicLong(10);
+    Runnable overdraw =
+        () -> {
+          if (balance.get() < 30) {
+            throw new IllegalStateException("insufficient funds");
+          }
+          balance.addAndGet(-30);
+        };
+    assertThatThrownBy(
+            () ->
+                executor.execute(
+                    KEY,
+                    FP,
+                    Duration.ZERO,
+                    TEXT,
+                    token -> {
+                      runs.incrementAndGet();
+                      return IdempotentExecutor.Outcome.withEffect("debited", overdraw);
+                    }))
+        .isInstanceOf(IllegalStateException.class)
+        .hasMessage("insufficient funds");
+    assertThat(realTime.currentToken(KEY)).isZero(); // released
+    balance.set(50);
+    assertThat(
+            executor.execute(
+                KEY,
+                FP,
+                Duration.ZERO,
+                TEXT,
+                token -> {
+                  runs.incrementAndGet();
+                  return IdempotentExecutor.Outcome.withEffect("debited", overdraw);
+                }))
+        .isEqualTo("debited");
+    assertThat(balance).hasValue(20);
+    assertThat(runs).hasValue(2);
+  }
+
+  @Test
+  void aStoreWithoutEffectsRefusesOneAndReleasesTheKey() throws Exception {
+    CoreKeyStore inner = realTime;
+    io.idem.keys.spi.KeyStore plain =
+        new io.idem.keys.spi.KeyStore() { // only the SPI's required methods: no effects
+          @Override
+          public java.util.concurrent.CompletionStage<io.idem.keys.spi.Acquisition> acquire(
+              IdempotencyKey k, Fingerprint f, Duration t, Duration r) {
+            return inner.acquire(k, f, t, r);
+          }
+
+          @Override
+          public java.util.concurrent.CompletionStage<io.idem.keys.spi.Settlement> complete(
+              IdempotencyKey k, long token, byte[] response) {
+            return inner.complete(k, token, response);
+          }
+
+          @Override
+          public java.util.concurrent.CompletionStage<io.idem.keys.spi.Settlement> release(
+              IdempotencyKey k, long token) {
+            return inner.release(k, token);
+          }
+
+          @Override
+          public java.util.concurrent.CompletionStage<io.idem.keys.spi.Settlement> renew(
+              IdempotencyKey k, long token, Duration extension) {
+            return inner.renew(k, token, extension);
+          }
+        };
+    executor = IdempotentExecutor.builder(plain).build();
+    assertThatThrownBy(
+            () ->
+                executor.execute(
+                    KEY,
+                    FP,
+                    Duration.ZERO,
+                    TEXT,
+                    token -> IdempotentExecutor.Outcome.withEffect("x", (Runnable) () -> {})))
+        .isInstanceOf(UnsupportedOperationException.class)
+        .hasMessageContaining("cannot apply an effect");
+    assertThat(inner.currentToken(KEY)).isZero();
+    // Without an effect, the same store completes as before.
+    assertThat(
+            executor.execute(
+                KEY, FP, Duration.ZERO, TEXT, token -> IdempotentExecutor.Outcome.of("plain")))
+        .isEqualTo("plain");
+  }
+
+  @Test
   void keysAndSettingsAreValidatedWithClearErrors() {
     assertThatThrownBy(() -> new IdempotencyKey("s", ""))
         .isInstanceOf(IllegalArgumentException.class)

@@ -79,6 +79,22 @@ public final class IdemKeyStore implements KeyStore {
         .thenApply(IdemKeyStore::settlement);
   }
 
+  /**
+   * The {@link KeyStore#completeWith} of this store: {@code effect} is a {@link Write} (or null),
+   * applied as {@link #complete(IdempotencyKey, long, byte[], Write)} does; another type fails the
+   * stage with {@link IllegalArgumentException} and changes nothing.
+   */
+  @Override
+  public CompletionStage<Settlement> completeWith(
+      IdempotencyKey key, long token, byte[] response, Object effect) {
+    if (effect != null && !(effect instanceof Write)) {
+      return CompletableFuture.failedFuture(
+          new IllegalArgumentException(
+              "the Idem store's effects are io.idem.client.Write, got " + effect.getClass()));
+    }
+    return complete(key, token, response, (Write) effect);
+  }
+
   @Override
   public CompletionStage<Settlement> release(IdempotencyKey key, long token) {
     return call(key, () -> client.releaseKeyAsync(key.scope(), key.key(), token))

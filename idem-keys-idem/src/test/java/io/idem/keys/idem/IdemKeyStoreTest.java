@@ -152,4 +152,42 @@ class IdemKeyStoreTest extends KeyStoreContract {
             () -> client.fenced(new Fence("acme", "payment-7", newer + 1)).put("x", utf8("y")))
         .isInstanceOf(FencedWriteException.class);
   }
+
+  @Test
+  void theExecutorsEffectIsTheCompletionsWriteAppliedOnce() throws Exception {
+    client.put("balance/8", "100");
+    AtomicInteger runs = new AtomicInteger();
+    try (IdempotentExecutor ex = IdempotentExecutor.builder(store).build()) {
+      IdempotencyKey key = new IdempotencyKey("acme", "payment-8");
+      for (int i = 0; i < 3; i++) {
+        String answer =
+            ex.execute(
+                key,
+                Fingerprint.none(),
+                Duration.ZERO,
+                IdempotentExecutor.Codec.utf8(),
+                token -> {
+                  runs.incrementAndGet();
+                  return IdempotentExecutor.Outcome.withEffect(
+                      "debited 30", Write.increment("balance/8", -30));
+                });
+        assertThat(answer).isEqualTo("debited 30");
+      }
+      assertThat(runs).hasValue(1);
+      assertThat(client.get("balance/8").orElseThrow().valueAsString()).isEqualTo("70");
+      // Another effect type is refused before anything is sent; the key is released.
+      IdempotencyKey other = new IdempotencyKey("acme", "payment-9");
+      assertThatThrownBy(
+              () ->
+                  ex.execute(
+                      other,
+                      Fingerprint.none(),
+                      Duration.ZERO,
+                      IdempotentExecutor.Codec.utf8(),
+                      token -> IdempotentExecutor.Outcome.withEffect("x", "not a write")))
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("io.idem.client.Write");
+      assertThat(client.getKey("acme", "payment-9")).isEmpty();
+    }
+  }
 }

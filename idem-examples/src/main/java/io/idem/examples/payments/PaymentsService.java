@@ -1,0 +1,351 @@
+package io.idem.examples.payments;
+
+import io.idem.client.IdemClient;
+import io.idem.client.KeyValue;
+import io.idem.client.Write;
+import io.idem.http.IdempotencyFilter;
+import io.idem.http.IdempotencyPolicy;
+import io.idem.http.IdempotentRequest;
+import io.idem.keys.idem.IdemKeyStore;
+import io.idem.testkit.LocalCluster;
+import jakarta.servlet.DispatcherType;
+import jakarta.servlet.http.HttpServlet;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CountDownLatch;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.eclipse.jetty.ee10.servlet.FilterHolder;
+import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
+import org.eclipse.jetty.ee10.servlet.ServletHolder;
+import org.eclipse.jetty.server.Server;
+import org.eclipse.jetty.server.ServerConnector;
+import org.eclipse.jetty.util.thread.QueuedThreadPool;
+
+/**
+ * Seed 001's {@code withdraw(id, account, amount)} as an HTTP service: accounts whose balances live
+ * on an Idem cluster, and withdrawals whose id is the {@code Idempotency-Key}.
+ *
+ * <ul>
+ *   <li>{@code POST /accounts/{account}/withdrawals} with {@code {"amount": N}}: 201 and the
+ *       withdrawal; 404 for an unknown account, 422 for insufficient funds, 400 for a bad body
+ *       (problems, RFC 9457). Under the filter, the debit is handed to the key store as the
+ *       completion's effect: it lands in the same replicated command that stores the response, or
+ *       not at all. A retry is replayed and debits nothing.
+ *   <li>{@code GET /accounts/{account}}: the balance.
+ *   <li>{@code POST /plain/accounts/{account}/withdrawals}: the same handler without the filter, on
+ *       the same server (the benchmark's baseline): it debits with a plain increment.
+ * </ul>
+ *
+ * <p>With {@code --no-idempotency} the filter is off on {@code /accounts} too: every retry debits
+ * again (the negative control). The funds check reads the balance before the debit, which is an
+ * increment: concurrent withdrawals from one account can overdraw it by their amounts (a strict
+ * check would make the effect a compare-and-set and retry on conflict).
+ *
+ * <pre>
+ * java -cp idem-examples/target/idem-examples.jar io.idem.examples.payments.PaymentsService \
+ *     --port 8080                  # with an embedded 3-node Idem store; --servers to use a cluster
+ * </pre>
+ */
+public final class PaymentsService implements AutoCloseable {
+
+  /** The key of an account's balance on the store. */
+  static String balanceKey(String account) {
+    return "balance/" + account;
+  }
+
+  /** How the service runs. */
+  public record Options(
+      int port,
+      boolean idempotency,
+      Duration inProgressTimeout,
+      Duration waitForResult,
+      Duration processingDelay) {
+
+    /** Port 0 (any), the filter on, 30 s in-progress timeout, no waiting, no delay. */
+    public static Options defaults() {
+      return new Options(
+          0, true, IdempotencyFilter.DEFAULT_IN_PROGRESS_TIMEOUT, Duration.ZERO, Duration.ZERO);
+    }
+  }
+
+  private final Server server;
+  private final IdempotencyFilter filter;
+
+  private PaymentsService(Server server, IdempotencyFilter filter) {
+    this.server = server;
+    this.filter = filter;
+  }
+
+  /** Starts the service on 127.0.0.1, its balances and keys on {@code client}'s cluster. */
+  public static PaymentsService start(IdemClient client, Options options) throws Exception {
+    QueuedThreadPool threads = new QueuedThreadPool(256, 16);
+    threads.setName("payments-http");
+    Server server = new Server(threads);
+    ServerConnector connector = new ServerConnector(server);
+    connector.setHost("127.0.0.1");
+    connector.setPort(options.port());
+    connector.setReuseAddress(true);
+    server.addConnector(connector);
+    ServletContextHandler context = new ServletContextHandler();
+    context.addServlet(
+        new ServletHolder(new Accounts(client, options.processingDelay())), "/accounts/*");
+    context.addServlet(
+        new ServletHolder(new Accounts(client, options.processingDelay())), "/plain/accounts/*");
+    IdempotencyFilter filter =
+        IdempotencyFilter.builder(IdemKeyStore.over(client))
+            // The example's callers are not told apart: one scope for all, unless a caller names
+            // itself with X-Client-Id. A service with users scopes keys by principal.
+            .scopeHeader("X-Client-Id")
+            .anonymousScope("payments-example")
+            .policy(
+                IdempotencyPolicy.builder()
+                    .keyRequired(true)
+                    .waitForResult(options.waitForResult())
+                    .build())
+            .inProgressTimeout(options.inProgressTimeout())
+            .build();
+    if (options.idempotency()) {
+      context.addFilter(
+          new FilterHolder(filter), "/accounts/*", EnumSet.of(DispatcherType.REQUEST));
+    }
+    server.setHandler(context);
+    server.start();
+    return new PaymentsService(server, filter);
+  }
+
+  /** The port it listens on. */
+  public int port() {
+    return ((ServerConnector) server.getConnectors()[0]).getLocalPort();
+  }
+
+  /** Creates {@code account} with {@code balance} unless it exists. */
+  public static void openAccount(IdemClient client, String account, long balance) {
+    client.compareAndSet(
+        balanceKey(account), 0, Long.toString(balance).getBytes(StandardCharsets.UTF_8));
+  }
+
+  /** The balance of {@code account} on the store (a linearizable read). */
+  public static Optional<Long> balance(IdemClient client, String account) {
+    return client.get(balanceKey(account)).map(kv -> Long.parseLong(kv.valueAsString()));
+  }
+
+  /** Stops the server (requests in flight are cut) and the filter's renewals. */
+  @Override
+  public void close() {
+    try {
+      server.stop();
+    } catch (Exception e) {
+      throw new IllegalStateException("the payments service did not stop cleanly", e);
+    } finally {
+      filter.close();
+    }
+  }
+
+  /** The accounts resource. */
+  static final class Accounts extends HttpServlet {
+    private static final long serialVersionUID = 1L;
+    private static final Pattern WITHDRAWALS =
+        Pattern.compile("^/([A-Za-z0-9_-]{1,64})/withdrawals$");
+    private static final Pattern ACCOUNT = Pattern.compile("^/([A-Za-z0-9_-]{1,64})$");
+    private static final Pattern AMOUNT = Pattern.compile("\"amount\"\\s*:\\s*(\\d{1,12})");
+
+    private final transient IdemClient client;
+    private final Duration processingDelay;
+
+    Accounts(IdemClient client, Duration processingDelay) {
+      this.client = client;
+      this.processingDelay = processingDelay;
+    }
+
+    @Override
+    protected void doGet(HttpServletRequest req, HttpServletResponse resp) throws IOException {
+      Matcher m = ACCOUNT.matcher(String.valueOf(req.getPathInfo()));
+      if (!m.matches()) {
+        problem(resp, 404, "not-found", "no such resource");
+        return;
+      }
+      Optional<KeyValue> kv = client.get(balanceKey(m.group(1)));
+      if (kv.isEmpty()) {
+        problem(resp, 404, "no-such-account", "no account " + m.group(1));
+        return;
+      }
+      json(
+          resp,
+          200,
+          "{\"account\":\"" + m.group(1) + "\",\"balance\":" + kv.get().valueAsString() + "}");
+    }
+
+    @Override
+    protected void doPost(HttpServletRequest req, HttpServletResponse resp) throws IOException {
+      Matcher m = WITHDRAWALS.matcher(String.valueOf(req.getPathInfo()));
+      if (!m.matches()) {
+        problem(resp, 404, "not-found", "POST /accounts/{account}/withdrawals");
+        return;
+      }
+      String account = m.group(1);
+      Matcher a =
+          AMOUNT.matcher(new String(req.getInputStream().readAllBytes(), StandardCharsets.UTF_8));
+      if (!a.find() || Long.parseLong(a.group(1)) < 1) {
+        problem(resp, 400, "bad-withdrawal", "the body must be {\"amount\": N} with N >= 1");
+        return;
+      }
+      long amount = Long.parseLong(a.group(1));
+      Optional<Long> balance = balance(client, account);
+      if (balance.isEmpty()) {
+        problem(resp, 404, "no-such-account", "no account " + account);
+        return;
+      }
+      if (balance.get() < amount) {
+        problem(resp, 422, "insufficient-funds", "balance " + balance.get() + " < " + amount);
+        return;
+      }
+      pause();
+      Optional<IdempotentRequest> keyed = IdempotentRequest.of(req);
+      String id;
+      if (keyed.isPresent()) {
+        // The debit lands with the stored response or not at all (seed 001's second defect).
+        keyed.get().completeWith(Write.increment(balanceKey(account), -amount));
+        id = keyed.get().key().key();
+      } else {
+        client.increment(balanceKey(account), -amount);
+        id = "none";
+      }
+      resp.setHeader("Location", "/accounts/" + account + "/withdrawals/" + id);
+      json(
+          resp,
+          201,
+          "{\"withdrawal\":\""
+              + id.replace("\\", "\\\\").replace("\"", "\\\"")
+              + "\",\"account\":\""
+              + account
+              + "\",\"amount\":"
+              + amount
+              + ",\"status\":\"debited\"}");
+    }
+
+    private void pause() {
+      if (processingDelay.isZero()) {
+        return;
+      }
+      try {
+        new CountDownLatch(1)
+            .await(processingDelay.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+
+    private static void json(HttpServletResponse resp, int status, String body) throws IOException {
+      byte[] b = body.getBytes(StandardCharsets.UTF_8);
+      resp.setStatus(status);
+      resp.setContentType("application/json");
+      resp.setContentLength(b.length);
+      resp.getOutputStream().write(b);
+    }
+
+    private static void problem(HttpServletResponse resp, int status, String type, String detail)
+        throws IOException {
+      byte[] b =
+          ("{\"type\":\"tag:idem.io,2025:payments:"
+                  + type
+                  + "\",\"status\":"
+                  + status
+                  + ",\"detail\":\""
+                  + detail.replace("\"", "\\\"")
+                  + "\"}")
+              .getBytes(StandardCharsets.UTF_8);
+      resp.setStatus(status);
+      resp.setContentType("application/problem+json");
+      resp.setContentLength(b.length);
+      resp.getOutputStream().write(b);
+    }
+  }
+
+  /**
+   * Runs the service: {@code --port N} (default 8080), {@code --servers host:port,...} (default: an
+   * embedded 3-node cluster in a temporary directory), {@code --no-idempotency}, {@code
+   * --in-progress-timeout 30s}, {@code --wait 0s}, {@code --processing-delay 0s}, {@code --accounts
+   * alice,bob,carol} opened with {@code --balance 1000000}.
+   */
+  public static void main(String[] args) throws Exception {
+    int code = serve(args, new CountDownLatch(1));
+    if (code != 0) {
+      System.exit(code);
+    }
+  }
+
+  /**
+   * {@link #main}'s body (the options as for main): serves until {@code stop} opens (never, from
+   * main); 2 on bad options.
+   */
+  public static int serve(String[] args, CountDownLatch stop) throws Exception {
+    Options o = Options.defaults();
+    int port = 8080;
+    String servers = null;
+    boolean idempotency = true;
+    Duration inProgress = o.inProgressTimeout();
+    Duration wait = o.waitForResult();
+    Duration delay = o.processingDelay();
+    List<String> accounts = List.of("alice", "bob", "carol");
+    long balance = 1_000_000;
+    try {
+      for (int i = 0; i < args.length; i++) {
+        switch (args[i]) {
+          case "--port" -> port = Integer.parseInt(args[++i]);
+          case "--servers" -> servers = args[++i];
+          case "--no-idempotency" -> idempotency = false;
+          case "--in-progress-timeout" -> inProgress = Durations.parse(args[++i]);
+          case "--wait" -> wait = Durations.parse(args[++i]);
+          case "--processing-delay" -> delay = Durations.parse(args[++i]);
+          case "--accounts" -> accounts = List.of(args[++i].split(","));
+          case "--balance" -> balance = Long.parseLong(args[++i]);
+          default -> throw new IllegalArgumentException("unknown option " + args[i]);
+        }
+      }
+    } catch (RuntimeException e) {
+      System.err.println("payments: " + e.getMessage());
+      return 2;
+    }
+    Path dir = null;
+    LocalCluster cluster = null;
+    if (servers == null) {
+      dir = Files.createTempDirectory("idem-payments");
+      cluster = LocalCluster.start(3, dir);
+      cluster.waitForLeader(Duration.ofSeconds(30));
+      servers = String.join(",", cluster.clientAddresses());
+      System.out.println("payments: embedded Idem store, 3 nodes: " + servers);
+    }
+    try (IdemClient client = IdemClient.builder().servers(servers).build()) {
+      for (String account : accounts) {
+        openAccount(client, account, balance);
+      }
+      try (PaymentsService service =
+          start(client, new Options(port, idempotency, inProgress, wait, delay))) {
+        System.out.println(
+            "payments: listening on http://127.0.0.1:"
+                + service.port()
+                + " (Idempotency-Key filter "
+                + (idempotency ? "on" : "OFF")
+                + "); accounts "
+                + accounts);
+        System.out.flush();
+        stop.await();
+      }
+    } finally {
+      if (cluster != null) {
+        cluster.close();
+        Durations.deleteTree(dir);
+      }
+    }
+    return 0;
+  }
+}

@@ -1,0 +1,143 @@
+package io.idem.http;
+
+import jakarta.servlet.ReadListener;
+import jakarta.servlet.ServletInputStream;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletRequestWrapper;
+import java.io.BufferedReader;
+import java.io.ByteArrayInputStream;
+import java.io.InputStreamReader;
+import java.net.URLDecoder;
+import java.nio.charset.Charset;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Enumeration;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The request with its body read once by the filter (to fingerprint it) and served again to the
+ * handler. Form parameters ({@code application/x-www-form-urlencoded}) are parsed here from the
+ * query and the held body, since the container can no longer read the body itself. Not thread-safe.
+ */
+final class BufferedRequest extends HttpServletRequestWrapper {
+  private final byte[] body;
+  private Map<String, String[]> parameters;
+  private boolean streamTaken;
+
+  BufferedRequest(HttpServletRequest request, byte[] body) {
+    super(request);
+    this.body = body;
+  }
+
+  @Override
+  public ServletInputStream getInputStream() {
+    streamTaken = true;
+    ByteArrayInputStream in = new ByteArrayInputStream(body);
+    return new ServletInputStream() {
+      @Override
+      public int read() {
+        return in.read();
+      }
+
+      @Override
+      public int read(byte[] b, int off, int len) {
+        return in.read(b, off, len);
+      }
+
+      @Override
+      public boolean isFinished() {
+        return in.available() == 0;
+      }
+
+      @Override
+      public boolean isReady() {
+        return true;
+      }
+
+      @Override
+      public void setReadListener(ReadListener listener) {
+        throw new IllegalStateException("the idempotency filter does not support async reads");
+      }
+    };
+  }
+
+  @Override
+  public BufferedReader getReader() {
+    String encoding = getCharacterEncoding();
+    Charset charset = encoding == null ? StandardCharsets.UTF_8 : Charset.forName(encoding);
+    return new BufferedReader(new InputStreamReader(getInputStream(), charset));
+  }
+
+  @Override
+  public int getContentLength() {
+    return body.length;
+  }
+
+  @Override
+  public long getContentLengthLong() {
+    return body.length;
+  }
+
+  @Override
+  public String getParameter(String name) {
+    String[] values = parameters().get(name);
+    return values == null ? null : values[0];
+  }
+
+  @Override
+  public Map<String, String[]> getParameterMap() {
+    return parameters();
+  }
+
+  @Override
+  public Enumeration<String> getParameterNames() {
+    return Collections.enumeration(parameters().keySet());
+  }
+
+  @Override
+  public String[] getParameterValues(String name) {
+    String[] values = parameters().get(name);
+    return values == null ? null : values.clone();
+  }
+
+  private Map<String, String[]> parameters() {
+    if (parameters == null) {
+      Map<String, List<String>> all = new LinkedHashMap<>();
+      Charset charset =
+          getCharacterEncoding() == null
+              ? StandardCharsets.UTF_8
+              : Charset.forName(getCharacterEncoding());
+      parse(getQueryString(), charset, all);
+      String type = getContentType();
+      if (!streamTaken
+          && type != null
+          && type.toLowerCase(java.util.Locale.ROOT)
+              .startsWith("application/x-www-form-urlencoded")) {
+        parse(new String(body, charset), charset, all);
+      }
+      Map<String, String[]> out = new LinkedHashMap<>();
+      all.forEach((k, v) -> out.put(k, v.toArray(new String[0])));
+      parameters = Collections.unmodifiableMap(out);
+    }
+    return parameters;
+  }
+
+  private static void parse(String s, Charset charset, Map<String, List<String>> into) {
+    if (s == null || s.isEmpty()) {
+      return;
+    }
+    for (String pair : s.split("&")) {
+      if (pair.isEmpty()) {
+        continue;
+      }
+      int eq = pair.indexOf('=');
+      String k = eq < 0 ? pair : pair.substring(0, eq);
+      String v = eq < 0 ? "" : pair.substring(eq + 1);
+      into.computeIfAbsent(URLDecoder.decode(k, charset), x -> new ArrayList<>())
+          .add(URLDecoder.decode(v, charset));
+    }
+  }
+}

@@ -1,0 +1,204 @@
+package io.idem.http;
+
+import jakarta.servlet.ServletOutputStream;
+import jakarta.servlet.WriteListener;
+import jakarta.servlet.http.HttpServletResponse;
+import jakarta.servlet.http.HttpServletResponseWrapper;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.OutputStreamWriter;
+import java.io.PrintWriter;
+import java.nio.charset.Charset;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * Holds the handler's body in memory, up to {@code limit} bytes, so that the filter can store it
+ * before anything reaches the client; status and headers go to the wrapped response as usual (not
+ * committed). Nothing is sent until {@link #sendCaptured}, unless the body outgrows the limit: then
+ * what was held and everything after it pass through to the client ({@link #overflowed()}), and the
+ * response cannot be replayed.
+ *
+ * <p>{@code sendError} becomes the status and an RFC 9457 problem body, written here, so that the
+ * first answer and its replays are the same bytes (the container's error page would not be stored).
+ * Not thread-safe, like the response it wraps.
+ */
+final class CapturingResponse extends HttpServletResponseWrapper {
+  private final int limit;
+  private final String instance;
+  private final ByteArrayOutputStream held = new ByteArrayOutputStream();
+  private ServletOutputStream stream;
+  private PrintWriter writer;
+  private ServletOutputStream passThrough;
+  private boolean closed;
+
+  CapturingResponse(HttpServletResponse response, int limit, String instance) {
+    super(response);
+    this.limit = limit;
+    this.instance = instance;
+  }
+
+  /** Whether the body outgrew the limit and went to the client as it was written. */
+  boolean overflowed() {
+    return passThrough != null;
+  }
+
+  /** The body held so far (complete unless {@link #overflowed()}). */
+  byte[] body() {
+    if (writer != null) {
+      writer.flush();
+    }
+    return held.toByteArray();
+  }
+
+  /** Sends the held body (with its length) to the client; after an overflow, flushes the rest. */
+  void sendCaptured() throws IOException {
+    byte[] body = body();
+    HttpServletResponse real = (HttpServletResponse) getResponse();
+    if (passThrough != null) {
+      passThrough.flush();
+      return;
+    }
+    real.setContentLength(body.length);
+    real.getOutputStream().write(body);
+  }
+
+  private void write(byte[] b, int off, int len) throws IOException {
+    if (closed) {
+      return; // after sendError or sendRedirect the body is final, as in a container
+    }
+    if (passThrough == null && held.size() + len > limit) {
+      passThrough = getResponse().getOutputStream();
+      passThrough.write(held.toByteArray());
+    }
+    if (passThrough != null) {
+      passThrough.write(b, off, len);
+    } else {
+      held.write(b, off, len);
+    }
+  }
+
+  @Override
+  public ServletOutputStream getOutputStream() {
+    if (writer != null) {
+      throw new IllegalStateException("getWriter() was called on this response");
+    }
+    if (stream == null) {
+      stream = new HeldStream();
+    }
+    return stream;
+  }
+
+  @Override
+  public PrintWriter getWriter() {
+    if (stream != null && writer == null) {
+      throw new IllegalStateException("getOutputStream() was called on this response");
+    }
+    if (writer == null) {
+      String encoding = getCharacterEncoding();
+      Charset charset = encoding == null ? StandardCharsets.ISO_8859_1 : Charset.forName(encoding);
+      setCharacterEncoding(charset.name()); // into Content-Type, as the container's writer does
+      writer = new PrintWriter(new OutputStreamWriter(new HeldStream(), charset));
+    }
+    return writer;
+  }
+
+  @Override
+  public void flushBuffer() throws IOException {
+    if (writer != null) {
+      writer.flush();
+    }
+    if (passThrough != null) {
+      passThrough.flush();
+    }
+  }
+
+  @Override
+  public boolean isCommitted() {
+    return passThrough != null && super.isCommitted();
+  }
+
+  @Override
+  public void setContentLength(int len) {
+    // The filter sets the length of what it sends.
+  }
+
+  @Override
+  public void setContentLengthLong(long len) {
+    // As setContentLength.
+  }
+
+  @Override
+  public void setBufferSize(int size) {
+    // The body is held up to the limit whatever the buffer size.
+  }
+
+  @Override
+  public int getBufferSize() {
+    return limit;
+  }
+
+  @Override
+  public void resetBuffer() {
+    if (passThrough != null) {
+      throw new IllegalStateException("the response is committed");
+    }
+    if (writer != null) {
+      writer.flush();
+    }
+    held.reset();
+  }
+
+  @Override
+  public void reset() {
+    resetBuffer();
+    super.reset();
+    closed = false;
+  }
+
+  @Override
+  public void sendError(int sc) throws IOException {
+    sendError(sc, null);
+  }
+
+  @Override
+  public void sendError(int sc, String msg) throws IOException {
+    resetBuffer();
+    String title = Statuses.reason(sc);
+    Problem p = new Problem(sc, "http-" + sc, title, msg == null ? title : msg);
+    setStatus(sc);
+    setContentType(Problem.MEDIA_TYPE);
+    byte[] body = p.json(instance);
+    write(body, 0, body.length);
+    closed = true;
+  }
+
+  @Override
+  public void sendRedirect(String location) throws IOException {
+    resetBuffer();
+    setStatus(SC_FOUND);
+    setHeader("Location", location);
+    closed = true;
+  }
+
+  private final class HeldStream extends ServletOutputStream {
+    @Override
+    public void write(int b) throws IOException {
+      CapturingResponse.this.write(new byte[] {(byte) b}, 0, 1);
+    }
+
+    @Override
+    public void write(byte[] b, int off, int len) throws IOException {
+      CapturingResponse.this.write(b, off, len);
+    }
+
+    @Override
+    public boolean isReady() {
+      return true;
+    }
+
+    @Override
+    public void setWriteListener(WriteListener listener) {
+      throw new IllegalStateException("the idempotency filter does not support async writes");
+    }
+  }
+}

@@ -1,0 +1,611 @@
+package io.idem.http;
+
+import io.idem.keys.Fingerprint;
+import io.idem.keys.IdempotencyKey;
+import io.idem.keys.IdempotentExecutor;
+import io.idem.keys.KeyFencedException;
+import io.idem.keys.KeyInProgressException;
+import io.idem.keys.KeyMismatchException;
+import io.idem.keys.KeyStoreException;
+import io.idem.keys.spi.KeyStore;
+import jakarta.servlet.Filter;
+import jakarta.servlet.FilterChain;
+import jakarta.servlet.ServletException;
+import jakarta.servlet.ServletRequest;
+import jakarta.servlet.ServletResponse;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.security.Principal;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Enumeration;
+import java.util.HexFormat;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+
+/**
+ * The HTTP {@code Idempotency-Key} filter (draft-ietf-httpapi-idempotency-key-header-07) on any key
+ * store: a retried {@code POST} runs once and every retry gets the first response again, with
+ * {@code Idempotent-Replayed: true}.
+ *
+ * <p>For a request whose method is covered (POST and PATCH by default) and whose endpoint has a
+ * policy, in this order:
+ *
+ * <ol>
+ *   <li>No {@code Idempotency-Key}: 400 if the policy requires one, else the request runs as if
+ *       there were no filter. A key that is not an RFC 8941 string of 1 to 255 characters: 400.
+ *   <li>The key's scope is the caller: the request's principal, else the configured scope header,
+ *       else the configured anonymous scope; with none of them, 400 (never a global key space).
+ *   <li>A body longer than the bound: 413. The fingerprint is the SHA-256 of the method, the
+ *       request target (path and query) and the body's SHA-256.
+ *   <li>The store decides: a key used with another fingerprint, 422; a key still in progress, 409
+ *       (with {@code Retry-After}) or, if the policy waits, the first request's response once it is
+ *       stored; a completed key, its stored response replayed; else this request owns the key and
+ *       runs.
+ *   <li>The handler's response is held (up to a bound) and stored with its status and chosen
+ *       headers before it is sent. A 5xx releases the key unless the policy stores server errors;
+ *       an exception releases it too. A response too large to store is sent, and its replays get a
+ *       409 problem ({@code response-not-stored}).
+ * </ol>
+ *
+ * <p>Errors are RFC 9457 problems ({@code application/problem+json}); a store that fails or does
+ * not answer gives 503 (retrying with the same key is safe). The store enforces retention: a key is
+ * replayed for {@link Builder#retention} after its completion (the Idem store caps it at 7 days),
+ * then forgotten. Waiting duplicates hold their server thread (bounded by the policy); asynchronous
+ * servlets are not supported under this filter.
+ *
+ * <p>Thread-safe. {@link #destroy()} (or {@link #close()}) stops its renewal thread; the store is
+ * the caller's.
+ */
+public final class IdempotencyFilter implements Filter, AutoCloseable {
+
+  /** The response header on replays (the draft's, as Stripe sends it). */
+  public static final String REPLAYED_HEADER = "Idempotent-Replayed";
+
+  /** Default {@link Builder#methods}. */
+  public static final List<String> DEFAULT_METHODS = List.of("POST", "PATCH");
+
+  /** Default {@link Builder#replayedHeaders}. */
+  public static final List<String> DEFAULT_REPLAYED_HEADERS =
+      List.of(
+          "Content-Type",
+          "Content-Language",
+          "Content-Location",
+          "Location",
+          "ETag",
+          "Last-Modified",
+          "Cache-Control");
+
+  /** Default {@link Builder#maxBodyBytes}: 1 MiB. */
+  public static final int DEFAULT_MAX_BODY_BYTES = 1 << 20;
+
+  /**
+   * Default {@link Builder#maxResponseBytes}: 60 KiB of stored record (status, headers, body),
+   * under the Idem store's 64 KiB per response.
+   */
+  public static final int DEFAULT_MAX_RESPONSE_BYTES = 60 << 10;
+
+  /** Default {@link Builder#inProgressTimeout}: the executor's, 30 s. */
+  public static final Duration DEFAULT_IN_PROGRESS_TIMEOUT =
+      IdempotentExecutor.DEFAULT_IN_PROGRESS_TIMEOUT;
+
+  /** Default {@link Builder#retention}: the executor's, 24 h. */
+  public static final Duration DEFAULT_RETENTION = IdempotentExecutor.DEFAULT_RETENTION;
+
+  /** Which policy a request's endpoint has; null if the filter should not touch it. */
+  @FunctionalInterface
+  public interface PolicyResolver {
+    /** The policy for {@code request} (its method is already known to be covered), or null. */
+    IdempotencyPolicy policyFor(HttpServletRequest request);
+  }
+
+  private final IdempotentExecutor executor;
+  private final Set<String> methods;
+  private final PolicyResolver resolver;
+  private final String scopeHeader;
+  private final String anonymousScope;
+  private final List<String> replayedHeaders;
+  private final int maxBodyBytes;
+  private final int maxResponseBytes;
+
+  private IdempotencyFilter(Builder b) {
+    IdempotentExecutor.Builder eb =
+        IdempotentExecutor.builder(b.store)
+            .inProgressTimeout(b.inProgressTimeout)
+            .retention(b.retention);
+    if (b.storeTimeout != null) {
+      eb.storeTimeout(b.storeTimeout);
+    }
+    this.executor = eb.build();
+    this.methods = Set.copyOf(b.methods);
+    IdempotencyPolicy policy = b.policy;
+    this.resolver = b.resolver != null ? b.resolver : request -> policy;
+    this.scopeHeader = b.scopeHeader;
+    this.anonymousScope = b.anonymousScope;
+    this.replayedHeaders = List.copyOf(b.replayedHeaders);
+    this.maxBodyBytes = b.maxBodyBytes;
+    this.maxResponseBytes = b.maxResponseBytes;
+  }
+
+  /** A builder over {@code store}. */
+  public static Builder builder(KeyStore store) {
+    return new Builder(store);
+  }
+
+  @Override
+  public void doFilter(ServletRequest req, ServletResponse res, FilterChain chain)
+      throws IOException, ServletException {
+    if (!(req instanceof HttpServletRequest request)
+        || !(res instanceof HttpServletResponse response)
+        || !methods.contains(request.getMethod())) {
+      chain.doFilter(req, res);
+      return;
+    }
+    IdempotencyPolicy policy = resolver.policyFor(request);
+    if (policy == null) {
+      chain.doFilter(req, res);
+      return;
+    }
+    String instance = request.getRequestURI();
+    String field = fieldValue(request);
+    if (field == null) {
+      if (policy.keyRequired()) {
+        problem(
+            response,
+            instance,
+            400,
+            "key-missing",
+            "Idempotency-Key missing",
+            "this endpoint requires an Idempotency-Key header");
+        return;
+      }
+      chain.doFilter(req, res);
+      return;
+    }
+    String keyText;
+    try {
+      keyText = KeyHeader.parse(field);
+    } catch (KeyHeader.MalformedKeyException e) {
+      problem(
+          response, instance, 400, "key-malformed", "Idempotency-Key malformed", e.getMessage());
+      return;
+    }
+    String scope = scope(request);
+    if (scope == null) {
+      problem(
+          response,
+          instance,
+          400,
+          "scope-missing",
+          "No caller to scope the key to",
+          "idempotency keys belong to a caller: authenticate"
+              + (scopeHeader == null ? "" : ", or send the " + scopeHeader + " header"));
+      return;
+    }
+    byte[] body = readBody(request);
+    if (body == null) {
+      problem(
+          response,
+          instance,
+          413,
+          "body-too-large",
+          "Request body too large",
+          "a request with an Idempotency-Key may carry at most " + maxBodyBytes + " bytes");
+      return;
+    }
+    run(
+        new BufferedRequest(request, body),
+        response,
+        chain,
+        policy,
+        new IdempotencyKey(scope, keyText),
+        fingerprint(request, body),
+        instance);
+  }
+
+  private void run(
+      BufferedRequest request,
+      HttpServletResponse response,
+      FilterChain chain,
+      IdempotencyPolicy policy,
+      IdempotencyKey key,
+      Fingerprint fingerprint,
+      String instance)
+      throws IOException, ServletException {
+    CapturingResponse[] ran = new CapturingResponse[1];
+    IdempotentRequest[] handled = new IdempotentRequest[1]; // set once the handler has returned
+    StoredResponse outcome;
+    try {
+      outcome =
+          executor.execute(
+              key,
+              fingerprint,
+              policy.waitForResult(),
+              StoredResponse.CODEC,
+              token -> {
+                IdempotentRequest context = new IdempotentRequest(key, token);
+                request.setAttribute(IdempotentRequest.ATTRIBUTE, context);
+                CapturingResponse captured =
+                    new CapturingResponse(response, maxResponseBytes, instance);
+                ran[0] = captured;
+                chain.doFilter(request, captured);
+                StoredResponse stored = toStore(captured);
+                handled[0] = context;
+                if (captured.getStatus() >= 500 && !policy.storeServerErrors()) {
+                  throw new ReleasedResponse();
+                }
+                return context.effect() == null
+                    ? IdempotentExecutor.Outcome.of(stored)
+                    : IdempotentExecutor.Outcome.withEffect(stored, context.effect());
+              });
+    } catch (ReleasedResponse released) {
+      ran[0].sendCaptured(); // the key is released: a retry runs again
+      return;
+    } catch (KeyMismatchException e) {
+      problem(
+          response,
+          instance,
+          422,
+          "key-reused",
+          "Idempotency-Key reused",
+          "this key was used with another request (method, target or body); use a new key");
+      return;
+    } catch (KeyInProgressException e) {
+      problem(
+          response,
+          instance,
+          409,
+          "key-in-progress",
+          "Request in progress",
+          "a request with this key is still being processed; retry later for its response");
+      return;
+    } catch (KeyFencedException e) {
+      problem(
+          response,
+          instance,
+          409,
+          "key-taken-over",
+          "Request taken over",
+          "this request ran past its deadline and another request with the key took it over;"
+              + " this one's outcome was not stored: retry for the stored response");
+      return;
+    } catch (KeyStoreException e) {
+      problem(
+          response,
+          instance,
+          503,
+          "store-unavailable",
+          "Idempotency store unavailable",
+          "the key store did not answer; the outcome is unknown and retrying with the same key is"
+              + " safe");
+      return;
+    } catch (Exception e) {
+      if (handled[0] != null && handled[0].effect() != null && !response.isCommitted()) {
+        // The store refused the handler's effect: nothing was applied and the key is released.
+        problem(
+            response,
+            instance,
+            409,
+            "effect-refused",
+            "Request not applied",
+            "the store refused this request's write ("
+                + e.getMessage()
+                + "); nothing was applied: retry with the same key");
+        return;
+      }
+      if (e instanceof IOException io) {
+        throw io;
+      }
+      if (e instanceof ServletException se) {
+        throw se;
+      }
+      if (e instanceof RuntimeException re) {
+        throw re;
+      }
+      throw new ServletException(e);
+    }
+    if (outcome.replayed()) {
+      replay(response, outcome);
+    } else {
+      ran[0].sendCaptured();
+    }
+  }
+
+  /** What is stored for a captured response: itself, or a problem if it is too large. */
+  private StoredResponse toStore(CapturingResponse captured) {
+    List<StoredResponse.Header> headers = new ArrayList<>();
+    for (String name : replayedHeaders) {
+      if (name.equalsIgnoreCase("Content-Type")) {
+        if (captured.getContentType() != null) {
+          headers.add(new StoredResponse.Header("Content-Type", captured.getContentType()));
+        }
+        continue;
+      }
+      Collection<String> values = captured.getHeaders(name);
+      for (String v : values) {
+        headers.add(new StoredResponse.Header(name, v));
+      }
+    }
+    StoredResponse stored =
+        new StoredResponse(captured.getStatus(), headers, captured.body(), false);
+    if (!captured.overflowed() && stored.encode().length <= maxResponseBytes) {
+      return stored;
+    }
+    Problem tooLarge =
+        new Problem(
+            409,
+            "response-not-stored",
+            "Response not stored",
+            "the request was processed (status "
+                + captured.getStatus()
+                + "), but its response was larger than the "
+                + maxResponseBytes
+                + " bytes kept for replay");
+    return new StoredResponse(
+        409,
+        List.of(new StoredResponse.Header("Content-Type", Problem.MEDIA_TYPE)),
+        tooLarge.json(null),
+        false);
+  }
+
+  private static void replay(HttpServletResponse response, StoredResponse stored)
+      throws IOException {
+    response.setStatus(stored.status());
+    for (StoredResponse.Header h : stored.headers()) {
+      if (h.name().equalsIgnoreCase("Content-Type")) {
+        response.setContentType(h.value());
+      } else {
+        response.addHeader(h.name(), h.value());
+      }
+    }
+    response.setHeader(REPLAYED_HEADER, "true");
+    response.setContentLength(stored.body().length);
+    response.getOutputStream().write(stored.body());
+  }
+
+  /** The key's scope: the principal, else the scope header, else the anonymous scope, else null. */
+  private String scope(HttpServletRequest request) {
+    Principal p = request.getUserPrincipal();
+    if (p != null && p.getName() != null && !p.getName().isEmpty()) {
+      return bounded("principal:", p.getName());
+    }
+    if (scopeHeader != null) {
+      String v = request.getHeader(scopeHeader);
+      if (v != null && !v.isBlank()) {
+        return bounded("header:", v.strip());
+      }
+    }
+    return anonymousScope;
+  }
+
+  /** Prefix plus value, or the value's SHA-256 when that would exceed the scope's 255 chars. */
+  private static String bounded(String prefix, String value) {
+    String s = prefix + value;
+    if (s.length() <= IdempotencyKey.MAX_CHARS) {
+      return s;
+    }
+    return prefix + "sha256:" + HexFormat.of().formatHex(sha256(value.getBytes(UTF_8)));
+  }
+
+  private static final java.nio.charset.Charset UTF_8 = StandardCharsets.UTF_8;
+
+  private static String fieldValue(HttpServletRequest request) {
+    Enumeration<String> lines = request.getHeaders(KeyHeader.NAME);
+    if (lines == null || !lines.hasMoreElements()) {
+      return null;
+    }
+    String first = lines.nextElement();
+    if (!lines.hasMoreElements()) {
+      return first;
+    }
+    StringBuilder b = new StringBuilder(first); // field lines combine into one list (RFC 9110)
+    while (lines.hasMoreElements()) {
+      b.append(", ").append(lines.nextElement());
+    }
+    return b.toString();
+  }
+
+  /** The body, or null if it is longer than the bound. */
+  private byte[] readBody(HttpServletRequest request) throws IOException {
+    long declared = request.getContentLengthLong();
+    if (declared > maxBodyBytes) {
+      return null;
+    }
+    try (InputStream in = request.getInputStream()) {
+      byte[] body = in.readNBytes(maxBodyBytes + 1);
+      return body.length > maxBodyBytes ? null : body;
+    }
+  }
+
+  private static Fingerprint fingerprint(HttpServletRequest request, byte[] body) {
+    String target =
+        request.getRequestURI()
+            + (request.getQueryString() == null ? "" : "?" + request.getQueryString());
+    byte[] head = (request.getMethod() + "\n" + target + "\n").getBytes(UTF_8);
+    byte[] bodyDigest = sha256(body);
+    byte[] all = new byte[head.length + bodyDigest.length];
+    System.arraycopy(head, 0, all, 0, head.length);
+    System.arraycopy(bodyDigest, 0, all, head.length, bodyDigest.length);
+    return Fingerprint.of(all);
+  }
+
+  private static byte[] sha256(byte[] b) {
+    try {
+      return MessageDigest.getInstance("SHA-256").digest(b);
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException("every JDK has SHA-256", e);
+    }
+  }
+
+  private static void problem(
+      HttpServletResponse response,
+      String instance,
+      int status,
+      String name,
+      String title,
+      String detail)
+      throws IOException {
+    if (response.isCommitted()) {
+      // Only a response too large to hold went out before its outcome was settled: the client
+      // has it whole, and the key's fate (stored, or taken over) decides what a retry gets.
+      return;
+    }
+    // A client may retry these later with the same key; the others need another request.
+    boolean retryAfter = name.equals("key-in-progress") || name.equals("store-unavailable");
+    new Problem(status, name, title, detail).send(response, instance, retryAfter);
+  }
+
+  /** A 5xx the policy does not store: the executor releases the key, the filter sends it. */
+  private static final class ReleasedResponse extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    ReleasedResponse() {
+      super(null, null, false, false);
+    }
+  }
+
+  /** Stops the executor's renewal thread. */
+  @Override
+  public void destroy() {
+    close();
+  }
+
+  @Override
+  public void close() {
+    executor.close();
+  }
+
+  /** Builds an {@link IdempotencyFilter}. Not thread-safe. */
+  public static final class Builder {
+    private final KeyStore store;
+    private final Set<String> methods = new LinkedHashSet<>(DEFAULT_METHODS);
+    private IdempotencyPolicy policy = IdempotencyPolicy.DEFAULTS;
+    private PolicyResolver resolver;
+    private String scopeHeader;
+    private String anonymousScope;
+    private final List<String> replayedHeaders = new ArrayList<>(DEFAULT_REPLAYED_HEADERS);
+    private int maxBodyBytes = DEFAULT_MAX_BODY_BYTES;
+    private int maxResponseBytes = DEFAULT_MAX_RESPONSE_BYTES;
+    private Duration inProgressTimeout = DEFAULT_IN_PROGRESS_TIMEOUT;
+    private Duration retention = DEFAULT_RETENTION;
+    private Duration storeTimeout;
+
+    private Builder(KeyStore store) {
+      if (store == null) {
+        throw new IllegalArgumentException("store must not be null");
+      }
+      this.store = store;
+    }
+
+    /** The HTTP methods covered (upper case). Default POST and PATCH. */
+    public Builder methods(Collection<String> methods) {
+      if (methods == null || methods.isEmpty()) {
+        throw new IllegalArgumentException("methods must name at least one method, got " + methods);
+      }
+      this.methods.clear();
+      for (String m : methods) {
+        if (m == null || m.isBlank()) {
+          throw new IllegalArgumentException("a method must not be blank, got " + methods);
+        }
+        this.methods.add(m.strip().toUpperCase(Locale.ROOT));
+      }
+      return this;
+    }
+
+    /** The policy of every covered request, unless a {@link #policyResolver} is set. */
+    public Builder policy(IdempotencyPolicy policy) {
+      if (policy == null) {
+        throw new IllegalArgumentException("policy must not be null");
+      }
+      this.policy = policy;
+      return this;
+    }
+
+    /** Each endpoint's policy (null: not covered); replaces {@link #policy}. */
+    public Builder policyResolver(PolicyResolver resolver) {
+      this.resolver = resolver;
+      return this;
+    }
+
+    /**
+     * A request header that names the caller when there is no principal (an API key, or a user id
+     * that a trusted gateway sets). Keys are never shared between callers. Default none.
+     */
+    public Builder scopeHeader(String header) {
+      this.scopeHeader = header == null || header.isBlank() ? null : header.strip();
+      return this;
+    }
+
+    /**
+     * The scope of requests with neither a principal nor the scope header, for a service whose
+     * callers are not told apart. Default none: such requests get 400.
+     */
+    public Builder anonymousScope(String scope) {
+      if (scope != null && scope.length() > IdempotencyKey.MAX_CHARS) {
+        throw new IllegalArgumentException(
+            "anonymousScope must have at most " + IdempotencyKey.MAX_CHARS + " characters");
+      }
+      this.anonymousScope = scope;
+      return this;
+    }
+
+    /** The response headers stored and replayed with status and body. */
+    public Builder replayedHeaders(Collection<String> headers) {
+      this.replayedHeaders.clear();
+      this.replayedHeaders.addAll(headers);
+      return this;
+    }
+
+    /** Longest request body of a request with a key; longer gets 413. Default 1 MiB. */
+    public Builder maxBodyBytes(int bytes) {
+      if (bytes < 0) {
+        throw new IllegalArgumentException("maxBodyBytes must be >= 0, got " + bytes);
+      }
+      this.maxBodyBytes = bytes;
+      return this;
+    }
+
+    /**
+     * Longest stored response (status, headers, body as stored); must fit the store's bound (Idem:
+     * 64 KiB). Default 60 KiB.
+     */
+    public Builder maxResponseBytes(int bytes) {
+      if (bytes < 1024) {
+        throw new IllegalArgumentException("maxResponseBytes must be >= 1024, got " + bytes);
+      }
+      this.maxResponseBytes = bytes;
+      return this;
+    }
+
+    /** How long a request owns its key without renewing it (renewed every third). Default 30 s. */
+    public Builder inProgressTimeout(Duration d) {
+      this.inProgressTimeout = d;
+      return this;
+    }
+
+    /** How long a completed key is replayed; the store enforces it. Default 24 h. */
+    public Builder retention(Duration d) {
+      this.retention = d;
+      return this;
+    }
+
+    /** How long one store call may take before the request gets 503. Default 10 s. */
+    public Builder storeTimeout(Duration d) {
+      this.storeTimeout = d;
+      return this;
+    }
+
+    /** The filter. */
+    public IdempotencyFilter build() {
+      return new IdempotencyFilter(this);
+    }
+  }
+}

@@ -1,0 +1,68 @@
+package io.idem.http;
+
+import io.idem.keys.IdempotencyKey;
+import jakarta.servlet.ServletRequest;
+import java.util.Optional;
+
+/**
+ * What the filter tells the handler of a request that carries a key it now owns: the key (in its
+ * caller's scope) and the fencing token. A handler whose store can apply a write together with the
+ * key's completion ({@link io.idem.keys.spi.KeyStore#completeWith}) hands that write over with
+ * {@link #completeWith}: then the write lands if and only if the response is stored, so that a
+ * server that dies between the two can never make the step happen twice. Not thread-safe: it
+ * belongs to one request.
+ */
+public final class IdempotentRequest {
+  /** The request attribute that holds it. */
+  public static final String ATTRIBUTE = IdempotentRequest.class.getName();
+
+  private final IdempotencyKey key;
+  private final long fencingToken;
+  private Object effect;
+
+  IdempotentRequest(IdempotencyKey key, long fencingToken) {
+    this.key = key;
+    this.fencingToken = fencingToken;
+  }
+
+  /** The request's, if the filter covers it and it carries a key. */
+  public static Optional<IdempotentRequest> of(ServletRequest request) {
+    return Optional.ofNullable((IdempotentRequest) request.getAttribute(ATTRIBUTE));
+  }
+
+  /** The key, with the caller's scope. */
+  public IdempotencyKey key() {
+    return key;
+  }
+
+  /**
+   * The token of this request's ownership of the key: strictly greater than any earlier owner's.
+   * Pass it to writes the store can fence (on Idem, {@code IdemClient.fenced}).
+   */
+  public long fencingToken() {
+    return fencingToken;
+  }
+
+  /**
+   * The business write for the store to apply in the same atomic step as storing this response (on
+   * Idem, an {@code io.idem.client.Write}). Applied only if the response is stored (not for a 5xx
+   * that releases the key). If the store refuses it, nothing is applied, the key is released and
+   * the client gets a 409 problem ({@code effect-refused}) instead of the handler's response.
+   *
+   * @throws IllegalStateException if an effect was already given
+   * @throws IllegalArgumentException if {@code effect} is null
+   */
+  public void completeWith(Object effect) {
+    if (effect == null) {
+      throw new IllegalArgumentException("effect must not be null");
+    }
+    if (this.effect != null) {
+      throw new IllegalStateException("this request already has an effect: " + this.effect);
+    }
+    this.effect = effect;
+  }
+
+  Object effect() {
+    return effect;
+  }
+}

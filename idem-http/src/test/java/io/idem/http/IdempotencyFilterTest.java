@@ -1,0 +1,523 @@
+package io.idem.http;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.idem.client.IdemClient;
+import io.idem.client.Write;
+import io.idem.keys.idem.IdemKeyStore;
+import io.idem.testkit.LocalCluster;
+import jakarta.servlet.http.HttpServlet;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Base64;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The filter over real HTTP: a Jetty 12 server on a loopback port, the JDK's HttpClient, and the
+ * Idem store on a real in-process cluster. Every status the filter answers has a test here.
+ */
+@Timeout(120)
+class IdempotencyFilterTest {
+  @TempDir static Path dir;
+  static LocalCluster cluster;
+  static IdemClient client;
+  static IdempotencyFilter filter;
+  static EmbeddedJetty jetty;
+  static final HttpClient http =
+      HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+
+  /** Runs of the handler, per path. */
+  static final Map<String, AtomicInteger> runs = new ConcurrentHashMap<>();
+
+  static volatile CountDownLatch holdEntered = new CountDownLatch(1);
+  static volatile CountDownLatch holdRelease = new CountDownLatch(1);
+  static final AtomicInteger flakyFailuresLeft = new AtomicInteger();
+
+  @BeforeAll
+  static void start() throws Exception {
+    cluster = LocalCluster.start(1, dir);
+    cluster.waitForLeader(Duration.ofSeconds(30));
+    client = IdemClient.builder().servers(cluster.clientAddresses()).build();
+    filter =
+        IdempotencyFilter.builder(IdemKeyStore.over(client))
+            .scopeHeader("X-Tenant")
+            .maxBodyBytes(4096)
+            .maxResponseBytes(8192)
+            .policyResolver(IdempotencyFilterTest::policy)
+            .build();
+    Map<String, HttpServlet> servlets = new LinkedHashMap<>();
+    servlets.put("/*", new Scripted());
+    jetty =
+        EmbeddedJetty.start(
+            filter, servlets, Map.of("alice", "alice-password", "bob", "bob-password"));
+  }
+
+  @AfterAll
+  static void stop() throws Exception {
+    jetty.close();
+    filter.destroy();
+    client.close();
+    cluster.close();
+  }
+
+  /** Per-path policies, as the Spring starter's {@code @Idempotent} gives them. */
+  static IdempotencyPolicy policy(HttpServletRequest request) {
+    String path = request.getRequestURI();
+    if (path.startsWith("/required")) {
+      return IdempotencyPolicy.builder().keyRequired(true).build();
+    }
+    if (path.startsWith("/wait")) {
+      return IdempotencyPolicy.builder().waitForResult(Duration.ofSeconds(30)).build();
+    }
+    if (path.startsWith("/stored5xx")) {
+      return IdempotencyPolicy.builder().storeServerErrors(true).build();
+    }
+    if (path.startsWith("/uncovered")) {
+      return null;
+    }
+    return IdempotencyPolicy.DEFAULTS;
+  }
+
+  /** The endpoints: each counts its runs and answers what it ran. */
+  static final class Scripted extends HttpServlet {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    protected void service(HttpServletRequest req, HttpServletResponse resp) throws IOException {
+      String path = req.getRequestURI();
+      int run = runs.computeIfAbsent(path, p -> new AtomicInteger()).incrementAndGet();
+      // Form endpoints read parameters only, as form handlers do.
+      String body =
+          path.startsWith("/form")
+              ? ""
+              : new String(req.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+      if (path.endsWith("/hold")) {
+        holdEntered.countDown();
+        try {
+          holdRelease.await(60, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      }
+      if (path.startsWith("/flaky") || path.startsWith("/stored5xx")) {
+        if (flakyFailuresLeft.getAndDecrement() > 0) {
+          resp.setStatus(503);
+          resp.setContentType("text/plain");
+          resp.getWriter().write("bank unreachable, run " + run);
+          return;
+        }
+      }
+      if (path.startsWith("/declined")) {
+        resp.sendError(402, "card declined, run " + run);
+        return;
+      }
+      if (path.startsWith("/big")) {
+        resp.setContentType("text/plain");
+        resp.getOutputStream().write(("run " + run + " ").getBytes(StandardCharsets.UTF_8));
+        resp.getOutputStream().write(new byte[10_000]);
+        return;
+      }
+      if (path.startsWith("/effect")) {
+        IdempotentRequest.of(req)
+            .orElseThrow()
+            .completeWith(Write.increment("balance/" + body, -10));
+      }
+      String user = req.getUserPrincipal() == null ? "-" : req.getUserPrincipal().getName();
+      resp.setStatus(201);
+      resp.setContentType("application/json");
+      resp.setHeader("Location", path + "/" + run);
+      resp.setHeader("X-Run", Integer.toString(run)); // not a replayed header
+      resp.getWriter()
+          .write(
+              "{\"run\":"
+                  + run
+                  + ",\"user\":\""
+                  + user
+                  + "\",\"form\":\""
+                  + req.getParameter("a")
+                  + "\",\"body\":\""
+                  + body
+                  + "\"}");
+    }
+  }
+
+  static String newKey() {
+    return "\"" + UUID.randomUUID() + "\"";
+  }
+
+  static HttpRequest.Builder post(String path, String key, String body) {
+    HttpRequest.Builder b =
+        HttpRequest.newBuilder(jetty.uri(path))
+            .timeout(Duration.ofSeconds(60))
+            .header("X-Tenant", "t1")
+            .POST(HttpRequest.BodyPublishers.ofString(body));
+    if (key != null) {
+      b.header("Idempotency-Key", key);
+    }
+    return b;
+  }
+
+  static HttpResponse<String> send(HttpRequest.Builder b) throws Exception {
+    return http.send(b.build(), HttpResponse.BodyHandlers.ofString());
+  }
+
+  static int runsOf(String path) {
+    AtomicInteger n = runs.get(path);
+    return n == null ? 0 : n.get();
+  }
+
+  static void assertProblem(HttpResponse<String> r, int status, String type) {
+    assertThat(r.statusCode()).isEqualTo(status);
+    assertThat(r.headers().firstValue("Content-Type")).hasValue("application/problem+json");
+    assertThat(r.headers().firstValue("Location")).isEmpty(); // nothing of a handler's response
+    assertThat(r.body())
+        .contains("\"type\":\"tag:idem.io,2025:" + type + "\"")
+        .contains("\"status\":" + status);
+  }
+
+  @Test
+  void theFirstCallRunsAndARetryIsReplayedWithStatusChosenHeadersAndBody() throws Exception {
+    String key = newKey();
+    HttpResponse<String> first = send(post("/pay", key, "alice 100"));
+    HttpResponse<String> again = send(post("/pay", key, "alice 100"));
+    assertThat(first.statusCode()).isEqualTo(201);
+    assertThat(first.headers().firstValue("Idempotent-Replayed")).isEmpty();
+    assertThat(again.statusCode()).isEqualTo(201);
+    assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(again.body()).isEqualTo(first.body()).contains("\"body\":\"alice 100\"");
+    assertThat(again.headers().firstValue("Location"))
+        .isEqualTo(first.headers().firstValue("Location"))
+        .isPresent();
+    assertThat(again.headers().firstValue("Content-Type"))
+        .isEqualTo(first.headers().firstValue("Content-Type"))
+        .hasValueSatisfying(v -> assertThat(v).startsWith("application/json"));
+    assertThat(again.headers().firstValue("X-Run")).isEmpty(); // not among the replayed headers
+    assertThat(runsOf("/pay")).isEqualTo(1);
+  }
+
+  @Test
+  void aMissingKeyIs400WhereRequiredAndRunsUntouchedElsewhere() throws Exception {
+    assertProblem(send(post("/required", null, "x")), 400, "key-missing");
+    assertThat(runsOf("/required")).isZero();
+    for (int i = 0; i < 2; i++) {
+      HttpResponse<String> r = send(post("/optional", null, "x"));
+      assertThat(r.statusCode()).isEqualTo(201);
+      assertThat(r.headers().firstValue("Idempotent-Replayed")).isEmpty();
+    }
+    assertThat(runsOf("/optional")).isEqualTo(2);
+  }
+
+  @Test
+  void aMalformedKeyIs400AndAKeyOf255CharactersIsFine() throws Exception {
+    for (String bad :
+        new String[] {
+          "unquoted-token",
+          "\"no closing quote",
+          "\"bad \\n escape\"",
+          "\"" + "k".repeat(256) + "\"",
+          "\"\"",
+          "\"a\", \"b\"",
+          "\"a\";Bad=1"
+        }) {
+      HttpResponse<String> r = send(post("/malformed", bad, "x"));
+      assertProblem(r, 400, "key-malformed");
+    }
+    // Two field lines combine into a list: malformed too.
+    HttpResponse<String> two =
+        send(post("/malformed", "\"a\"", "x").header("Idempotency-Key", "\"b\""));
+    assertProblem(two, 400, "key-malformed");
+    assertThat(runsOf("/malformed")).isZero();
+    String longest = "\"" + "k".repeat(254) + "\\\\" + "\"";
+    assertThat(send(post("/malformed", longest, "x")).statusCode()).isEqualTo(201);
+    String withParameters = "\"" + UUID.randomUUID() + "\";v=1;origin=\"mobile\";retry=?1";
+    assertThat(send(post("/malformed", withParameters, "x")).statusCode()).isEqualTo(201);
+    assertThat(runsOf("/malformed")).isEqualTo(2);
+  }
+
+  @Test
+  void aKeyReusedWithAnotherBodyPathOrQueryIs422AndNothingRuns() throws Exception {
+    String key = newKey();
+    assertThat(send(post("/reuse", key, "alice 100")).statusCode()).isEqualTo(201);
+    assertProblem(send(post("/reuse", key, "alice 999")), 422, "key-reused");
+    assertProblem(send(post("/reuse-other", key, "alice 100")), 422, "key-reused");
+    assertProblem(send(post("/reuse?amount=5", key, "alice 100")), 422, "key-reused");
+    HttpRequest.Builder patch =
+        HttpRequest.newBuilder(jetty.uri("/reuse"))
+            .header("X-Tenant", "t1")
+            .header("Idempotency-Key", key)
+            .method("PATCH", HttpRequest.BodyPublishers.ofString("alice 100"));
+    assertProblem(send(patch), 422, "key-reused");
+    assertThat(runsOf("/reuse")).isEqualTo(1);
+    assertThat(runsOf("/reuse-other")).isZero();
+  }
+
+  @Test
+  void aDuplicateWhileTheFirstRunsGets409ThenTheReplay() throws Exception {
+    holdEntered = new CountDownLatch(1);
+    holdRelease = new CountDownLatch(1);
+    String key = newKey();
+    CompletableFuture<HttpResponse<String>> first =
+        http.sendAsync(
+            post("/conflict/hold", key, "b").build(), HttpResponse.BodyHandlers.ofString());
+    assertThat(holdEntered.await(30, TimeUnit.SECONDS)).isTrue();
+    HttpResponse<String> duplicate = send(post("/conflict/hold", key, "b"));
+    assertProblem(duplicate, 409, "key-in-progress");
+    assertThat(duplicate.headers().firstValue("Retry-After")).hasValue("1");
+    holdRelease.countDown();
+    assertThat(first.get(30, TimeUnit.SECONDS).statusCode()).isEqualTo(201);
+    HttpResponse<String> later = send(post("/conflict/hold", key, "b"));
+    assertThat(later.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(later.body()).isEqualTo(first.get().body());
+    assertThat(runsOf("/conflict/hold")).isEqualTo(1);
+  }
+
+  @Test
+  void inWaitModeADuplicateWaitsForTheFirstResponse() throws Exception {
+    holdEntered = new CountDownLatch(1);
+    holdRelease = new CountDownLatch(1);
+    String key = newKey();
+    CompletableFuture<HttpResponse<String>> first =
+        http.sendAsync(post("/wait/hold", key, "w").build(), HttpResponse.BodyHandlers.ofString());
+    assertThat(holdEntered.await(30, TimeUnit.SECONDS)).isTrue();
+    CompletableFuture<HttpResponse<String>> waiting =
+        http.sendAsync(post("/wait/hold", key, "w").build(), HttpResponse.BodyHandlers.ofString());
+    Thread.sleep(300); // the duplicate is waiting, not answered
+    assertThat(waiting).isNotDone();
+    holdRelease.countDown();
+    HttpResponse<String> w = waiting.get(30, TimeUnit.SECONDS);
+    assertThat(w.statusCode()).isEqualTo(201);
+    assertThat(w.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(w.body()).isEqualTo(first.get(30, TimeUnit.SECONDS).body());
+    assertThat(runsOf("/wait/hold")).isEqualTo(1);
+  }
+
+  static String basic(String user, String password) {
+    return "Basic "
+        + Base64.getEncoder()
+            .encodeToString((user + ":" + password).getBytes(StandardCharsets.UTF_8));
+  }
+
+  @Test
+  void keysAreScopedToThePrincipalOrTheScopeHeaderAndNeverGlobal() throws Exception {
+    String key = newKey();
+    HttpResponse<String> alice =
+        send(
+            post("/secure/pay", key, "p")
+                .header("Authorization", basic("alice", "alice-password")));
+    HttpResponse<String> bob =
+        send(post("/secure/pay", key, "p").header("Authorization", basic("bob", "bob-password")));
+    HttpResponse<String> aliceAgain =
+        send(
+            post("/secure/pay", key, "p")
+                .header("Authorization", basic("alice", "alice-password")));
+    assertThat(alice.body()).contains("\"user\":\"alice\"");
+    assertThat(bob.body()).contains("\"user\":\"bob\"");
+    assertThat(bob.headers().firstValue("Idempotent-Replayed")).isEmpty(); // not alice's answer
+    assertThat(aliceAgain.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(aliceAgain.body()).isEqualTo(alice.body());
+    assertThat(runsOf("/secure/pay")).isEqualTo(2);
+
+    // Without a principal, the scope header names the caller.
+    String k2 = newKey();
+    HttpResponse<String> t1 = send(post("/tenant", k2, "p"));
+    HttpResponse<String> t2 = send(post("/tenant", k2, "p").setHeader("X-Tenant", "t2"));
+    assertThat(t2.headers().firstValue("Idempotent-Replayed")).isEmpty();
+    assertThat(t2.body()).isNotEqualTo(t1.body());
+    assertThat(runsOf("/tenant")).isEqualTo(2);
+
+    // Neither: 400, never a key shared by everyone.
+    HttpRequest.Builder anonymous =
+        HttpRequest.newBuilder(jetty.uri("/tenant"))
+            .header("Idempotency-Key", k2)
+            .POST(HttpRequest.BodyPublishers.ofString("p"));
+    assertProblem(send(anonymous), 400, "scope-missing");
+    assertThat(runsOf("/tenant")).isEqualTo(2);
+  }
+
+  @Test
+  void a5xxReleasesTheKeySoThatARetryRunsAgain() throws Exception {
+    flakyFailuresLeft.set(1);
+    String key = newKey();
+    HttpResponse<String> failed = send(post("/flaky", key, "f"));
+    assertThat(failed.statusCode()).isEqualTo(503);
+    assertThat(failed.body()).isEqualTo("bank unreachable, run 1");
+    HttpResponse<String> retried = send(post("/flaky", key, "f"));
+    assertThat(retried.statusCode()).isEqualTo(201);
+    assertThat(retried.headers().firstValue("Idempotent-Replayed")).isEmpty();
+    HttpResponse<String> replay = send(post("/flaky", key, "f"));
+    assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(replay.body()).isEqualTo(retried.body());
+    assertThat(runsOf("/flaky")).isEqualTo(2);
+  }
+
+  @Test
+  void whereConfiguredA5xxIsStoredAndReplayed() throws Exception {
+    flakyFailuresLeft.set(1);
+    String key = newKey();
+    HttpResponse<String> failed = send(post("/stored5xx", key, "s"));
+    HttpResponse<String> replay = send(post("/stored5xx", key, "s"));
+    assertThat(failed.statusCode()).isEqualTo(503);
+    assertThat(replay.statusCode()).isEqualTo(503);
+    assertThat(replay.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(replay.body()).isEqualTo(failed.body());
+    assertThat(replay.headers().firstValue("Content-Type").orElseThrow())
+        .isEqualTo(failed.headers().firstValue("Content-Type").orElseThrow())
+        .startsWith("text/plain");
+    assertThat(runsOf("/stored5xx")).isEqualTo(1);
+  }
+
+  @Test
+  void anOversizeBodyIs413WithOrWithoutContentLength() throws Exception {
+    String big = "x".repeat(4097);
+    assertProblem(send(post("/oversize", newKey(), big)), 413, "body-too-large");
+    HttpRequest.Builder chunked =
+        HttpRequest.newBuilder(jetty.uri("/oversize"))
+            .header("X-Tenant", "t1")
+            .header("Idempotency-Key", newKey())
+            .POST(
+                HttpRequest.BodyPublishers.ofInputStream(
+                    () -> new ByteArrayInputStream(big.getBytes(StandardCharsets.UTF_8))));
+    assertProblem(send(chunked), 413, "body-too-large");
+    assertThat(runsOf("/oversize")).isZero();
+    assertThat(send(post("/oversize", newKey(), "x".repeat(4096))).statusCode()).isEqualTo(201);
+  }
+
+  @Test
+  void onlyCoveredMethodsAndEndpointsAreTouched() throws Exception {
+    String key = newKey();
+    for (int i = 0; i < 2; i++) {
+      HttpResponse<String> put =
+          send(
+              HttpRequest.newBuilder(jetty.uri("/methods"))
+                  .header("X-Tenant", "t1")
+                  .header("Idempotency-Key", key)
+                  .PUT(HttpRequest.BodyPublishers.ofString("m")));
+      assertThat(put.headers().firstValue("Idempotent-Replayed")).isEmpty();
+      HttpResponse<String> uncovered = send(post("/uncovered", key, "m"));
+      assertThat(uncovered.headers().firstValue("Idempotent-Replayed")).isEmpty();
+    }
+    assertThat(runsOf("/methods")).isEqualTo(2);
+    assertThat(runsOf("/uncovered")).isEqualTo(2);
+    // PATCH is covered by default.
+    HttpRequest.Builder patch =
+        HttpRequest.newBuilder(jetty.uri("/patch"))
+            .header("X-Tenant", "t1")
+            .header("Idempotency-Key", key)
+            .method("PATCH", HttpRequest.BodyPublishers.ofString("m"));
+    send(patch);
+    assertThat(send(patch).headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(runsOf("/patch")).isEqualTo(1);
+  }
+
+  @Test
+  void formParametersReachTheHandlerAfterTheFilterReadTheBody() throws Exception {
+    HttpResponse<String> r =
+        send(
+            post("/form", newKey(), "a=from+body&b=2")
+                .header("Content-Type", "application/x-www-form-urlencoded"));
+    assertThat(r.body()).contains("\"form\":\"from body\"");
+    HttpResponse<String> query =
+        send(
+            post("/form?a=query", newKey(), "a=body")
+                .header("Content-Type", "application/x-www-form-urlencoded"));
+    assertThat(query.body()).contains("\"form\":\"query\""); // the query's value comes first
+  }
+
+  @Test
+  void aSendErrorIsAProblemStoredAndReplayedAlike() throws Exception {
+    String key = newKey();
+    HttpResponse<String> first = send(post("/declined", key, "d"));
+    HttpResponse<String> again = send(post("/declined", key, "d"));
+    assertProblem(first, 402, "http-402");
+    assertThat(first.body()).contains("card declined, run 1");
+    assertThat(again.body()).isEqualTo(first.body());
+    assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(runsOf("/declined")).isEqualTo(1);
+  }
+
+  @Test
+  void aResponseTooLargeToStoreIsSentOnceAndItsReplaysSay409() throws Exception {
+    String key = newKey();
+    HttpResponse<byte[]> first =
+        http.send(post("/big", key, "b").build(), HttpResponse.BodyHandlers.ofByteArray());
+    assertThat(first.statusCode()).isEqualTo(200);
+    assertThat(first.body()).hasSizeGreaterThan(10_000);
+    HttpResponse<String> again = send(post("/big", key, "b"));
+    assertProblem(again, 409, "response-not-stored");
+    assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(runsOf("/big")).isEqualTo(1);
+  }
+
+  @Test
+  void aHandlersEffectLandsWithTheStoredResponseOnce() throws Exception {
+    String account = "acct-" + UUID.randomUUID();
+    client.put("balance/" + account, "100");
+    String key = newKey();
+    for (int i = 0; i < 3; i++) {
+      assertThat(send(post("/effect", key, account)).statusCode()).isEqualTo(201);
+    }
+    assertThat(client.get("balance/" + account).orElseThrow().valueAsString()).isEqualTo("90");
+    assertThat(runsOf("/effect")).isEqualTo(1);
+    // A refused effect (a counter that is not a number) applies nothing: 409, and the key is free.
+    client.put("balance/broken", "not a number");
+    String k2 = newKey();
+    assertProblem(send(post("/effect", k2, "broken")), 409, "effect-refused");
+    assertThat(client.getKey("header:t1", unquote(k2))).isEmpty();
+  }
+
+  static String unquote(String sfString) {
+    return sfString.substring(1, sfString.length() - 1);
+  }
+
+  @Test
+  void anUnreachableStoreIs503AndNothingRuns() throws Exception {
+    String nobody = "127.0.0.1:" + LocalCluster.freePort();
+    try (IdemClient lost =
+            IdemClient.builder().servers(nobody).requestTimeout(Duration.ofMillis(500)).build();
+        IdempotencyFilter down =
+            IdempotencyFilter.builder(IdemKeyStore.over(lost))
+                .anonymousScope("everyone-here")
+                .storeTimeout(Duration.ofSeconds(2))
+                .build();
+        EmbeddedJetty other = EmbeddedJetty.start(down, Map.of("/*", new Scripted()), Map.of())) {
+      HttpResponse<String> r =
+          http.send(
+              HttpRequest.newBuilder(other.uri("/down"))
+                  .header("Idempotency-Key", newKey())
+                  .POST(HttpRequest.BodyPublishers.ofString("d"))
+                  .build(),
+              HttpResponse.BodyHandlers.ofString());
+      assertProblem(r, 503, "store-unavailable");
+      assertThat(r.headers().firstValue("Retry-After")).hasValue("1");
+    }
+    assertThat(runsOf("/down")).isZero();
+  }
+
+  @Test
+  void problemsCarryTheirInstance() throws Exception {
+    HttpResponse<String> r = send(post("/required/here", null, "x"));
+    assertThat(r.body()).contains("\"instance\":\"/required/here\"");
+    assertThat(URI.create("tag:idem.io,2025:key-missing").getScheme()).isEqualTo("tag");
+  }
+}
