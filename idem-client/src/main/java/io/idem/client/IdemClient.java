@@ -77,7 +77,8 @@ public final class IdemClient implements AutoCloseable {
       long rpcTimeoutMs,
       Path identityFile,
       String name,
-      IdemTransport transport) {}
+      IdemTransport transport,
+      ClientTls tls) {}
 
   /**
    * An operation a previous instance had in flight, resent after a restart.
@@ -967,10 +968,21 @@ public final class IdemClient implements AutoCloseable {
     private Path identityFile;
     private String name;
     private IdemTransport transport;
+    private ClientTls tls;
     private io.micrometer.core.instrument.MeterRegistry meterRegistry;
     private String metricsName = "idem";
 
     private Builder() {}
+
+    /**
+     * Connects over TLS ({@link ClientTls}: the CA to trust, and a client certificate if the
+     * servers require one). For a client on a shared {@link #transport}, give the TLS to the
+     * transport instead ({@link IdemTransport#create(ClientTls)}).
+     */
+    public Builder tls(ClientTls tls) {
+      this.tls = tls;
+      return this;
+    }
 
     /**
      * Registers the client's meters on {@code registry} (Micrometer, an optional dependency: needed
@@ -1097,6 +1109,11 @@ public final class IdemClient implements AutoCloseable {
         throw new IllegalArgumentException(
             "keepAliveInterval " + ka + " must be shorter than sessionTtl " + sessionTtl);
       }
+      if (tls != null && transport != null) {
+        throw new IllegalArgumentException(
+            "a client on a shared transport uses the transport's TLS: give it to"
+                + " IdemTransport.create(tls), not to the builder");
+      }
       if (identityFile != null && (name == null || name.isEmpty() || name.length() > 256)) {
         throw new IllegalArgumentException("an identity needs a name of 1 to 256 characters");
       }
@@ -1111,7 +1128,8 @@ public final class IdemClient implements AutoCloseable {
               rpcTimeout.toMillis(),
               identityFile,
               name,
-              transport);
+              transport,
+              tls);
       SessionDriver driver = new SessionDriver(settings);
       CallObserver observer =
           meterRegistry == null

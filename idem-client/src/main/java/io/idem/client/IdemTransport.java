@@ -10,7 +10,10 @@ import io.grpc.ForwardingClientCallListener;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.MethodDescriptor;
+import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.shaded.io.netty.handler.ssl.SslContext;
+import io.grpc.netty.shaded.io.netty.handler.ssl.SslContextBuilder;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -25,6 +28,7 @@ import java.util.concurrent.ForkJoinWorkerThread;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import javax.net.ssl.SSLException;
 
 /**
  * Connections to the servers, one timer thread and a worker pool, shared by the {@link IdemClient}s
@@ -71,8 +75,10 @@ public final class IdemTransport implements AutoCloseable {
   private final AtomicInteger replaced = new AtomicInteger();
   private final Set<Runnable> onShutdown = new LinkedHashSet<>();
   private boolean closed;
+  private final SslContext tls; // null: plaintext
 
-  private IdemTransport() {
+  private IdemTransport(ClientTls tls) {
+    this.tls = tls == null ? null : sslContext(tls);
     this.timer =
         Executors.newSingleThreadScheduledExecutor(
             r -> {
@@ -98,9 +104,35 @@ public final class IdemTransport implements AutoCloseable {
             true);
   }
 
-  /** A new transport; it connects lazily, to each server on first use. */
+  /** A new transport, plaintext; it connects lazily, to each server on first use. */
   public static IdemTransport create() {
-    return new IdemTransport();
+    return new IdemTransport(null);
+  }
+
+  /**
+   * A new transport whose connections use TLS ({@code tls}); it connects lazily.
+   *
+   * @throws IllegalArgumentException if the files do not make a TLS context (the message says why)
+   */
+  public static IdemTransport create(ClientTls tls) {
+    if (tls == null) {
+      throw new IllegalArgumentException("tls must not be null (use create() for plaintext)");
+    }
+    return new IdemTransport(tls);
+  }
+
+  private static SslContext sslContext(ClientTls tls) {
+    try {
+      SslContextBuilder b =
+          GrpcSslContexts.forClient().trustManager(tls.trustedCertificates().toFile());
+      if (tls.certificateChain() != null) {
+        b.keyManager(tls.certificateChain().toFile(), tls.privateKey().toFile());
+      }
+      return b.build();
+    } catch (SSLException | IllegalArgumentException e) {
+      throw new IllegalArgumentException(
+          "cannot use the TLS files " + tls + ": " + e.getMessage(), e);
+    }
   }
 
   /**
@@ -128,11 +160,17 @@ public final class IdemTransport implements AutoCloseable {
     return connections.computeIfAbsent(address, a -> new Connection(open(a)));
   }
 
-  private static ManagedChannel open(String address) {
+  private ManagedChannel open(String address) {
     int colon = address.lastIndexOf(':');
-    return NettyChannelBuilder.forAddress(
-            address.substring(0, colon), Integer.parseInt(address.substring(colon + 1)))
-        .usePlaintext()
+    NettyChannelBuilder b =
+        NettyChannelBuilder.forAddress(
+            address.substring(0, colon), Integer.parseInt(address.substring(colon + 1)));
+    if (tls == null) {
+      b.usePlaintext();
+    } else {
+      b.sslContext(tls);
+    }
+    return b
         // Frames are handed to the sessions on the I/O threads, without a hop per message.
         .directExecutor()
         .keepAliveTime(KEEPALIVE_TIME.toMillis(), TimeUnit.MILLISECONDS)

@@ -76,7 +76,12 @@ final class SessionDriver {
 
   SessionDriver(IdemClient.Settings settings) {
     this.ownsTransport = settings.transport() == null;
-    this.transport = ownsTransport ? IdemTransport.create() : settings.transport();
+    this.transport =
+        !ownsTransport
+            ? settings.transport()
+            : settings.tls() == null
+                ? IdemTransport.create()
+                : IdemTransport.create(settings.tls());
     this.rpcTimeoutMs = settings.rpcTimeoutMs();
     this.stallNanos = TimeUnit.MILLISECONDS.toNanos(settings.stallTimeoutMs());
     SessionMachine.Recovery recovery = SessionMachine.Recovery.NONE;

@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import io.grpc.ManagedChannel;
+import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.idem.core.SessionInfo;
 import io.idem.proto.IdemGrpc;
@@ -52,6 +53,7 @@ final class AdminServer implements AutoCloseable {
   private final HttpServer http;
   private final ExecutorService threads;
   private final ServerMetrics metrics;
+  private final TlsFiles tls; // the node's own, to ask its peers' client ports; null: plaintext
   private final Supplier<StatusReply> self;
   private final Function<Integer, List<SessionInfo>> largestSessions;
   private final Map<String, ManagedChannel> channels = new ConcurrentHashMap<>();
@@ -68,10 +70,12 @@ final class AdminServer implements AutoCloseable {
   AdminServer(
       String address,
       ServerMetrics metrics,
+      TlsFiles tls,
       Supplier<StatusReply> self,
       Function<Integer, List<SessionInfo>> largestSessions)
       throws IOException {
     this.metrics = metrics;
+    this.tls = tls;
     this.self = self;
     this.largestSessions = largestSessions;
     try (InputStream in = AdminServer.class.getResourceAsStream("status.html")) {
@@ -221,12 +225,27 @@ final class AdminServer implements AutoCloseable {
   }
 
   private StatusReply peer(String clientAddress) {
-    ManagedChannel channel =
-        channels.computeIfAbsent(
-            clientAddress, a -> NettyChannelBuilder.forTarget(a).usePlaintext().build());
+    ManagedChannel channel = channels.computeIfAbsent(clientAddress, this::channel);
     return IdemGrpc.newBlockingStub(channel)
         .withDeadlineAfter(PEER_DEADLINE_MS, TimeUnit.MILLISECONDS)
         .status(StatusRequest.getDefaultInstance());
+  }
+
+  private ManagedChannel channel(String address) {
+    NettyChannelBuilder b = NettyChannelBuilder.forTarget(address);
+    if (tls == null) {
+      return b.usePlaintext().build();
+    }
+    try {
+      return b.sslContext(
+              GrpcSslContexts.forClient()
+                  .trustManager(tls.trustedCertificates().toFile())
+                  .keyManager(tls.certificateChain().toFile(), tls.privateKey().toFile())
+                  .build())
+          .build();
+    } catch (javax.net.ssl.SSLException e) {
+      throw new IllegalStateException("cannot use the TLS files " + tls, e);
+    }
   }
 
   @Override

@@ -1,7 +1,10 @@
 package io.idem.server;
 
 import io.grpc.Server;
+import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
+import io.grpc.netty.shaded.io.netty.handler.ssl.ClientAuth;
+import io.grpc.netty.shaded.io.netty.handler.ssl.SslContext;
 import io.idem.proto.Member;
 import io.idem.proto.StatusReply;
 import io.micrometer.core.instrument.FunctionCounter;
@@ -86,6 +89,7 @@ public final class IdemServer implements AutoCloseable {
               // request over them with INVALID_ARGUMENT.
               .maxInboundMessageSize(
                   Limits.MAX_VALUE_BYTES_LIMIT + Limits.MAX_KEY_BYTES_LIMIT + (64 << 10))
+              .sslContext(serverTls(config.tls()))
               .build()
               .start();
     } catch (IOException e) {
@@ -102,6 +106,7 @@ public final class IdemServer implements AutoCloseable {
             new AdminServer(
                 config.adminAddress(),
                 metrics,
+                config.tls(),
                 this::status,
                 n -> stateMachine.inspect(s -> s.sessions.largest(n)));
       } catch (IOException | RuntimeException e) {
@@ -118,6 +123,21 @@ public final class IdemServer implements AutoCloseable {
         config.id(),
         client,
         config.self().raftAddress());
+  }
+
+  /** The client port's TLS context, or null for plaintext. */
+  private static SslContext serverTls(TlsFiles tls) throws IOException {
+    if (tls == null) {
+      return null;
+    }
+    try {
+      return GrpcSslContexts.forServer(tls.certificateChain().toFile(), tls.privateKey().toFile())
+          .trustManager(tls.trustedCertificates().toFile())
+          .clientAuth(tls.requireClientCertificates() ? ClientAuth.REQUIRE : ClientAuth.OPTIONAL)
+          .build();
+    } catch (IllegalArgumentException | javax.net.ssl.SSLException e) {
+      throw new IOException("cannot use the TLS files " + tls + ": " + e.getMessage(), e);
+    }
   }
 
   /**

@@ -58,6 +58,34 @@ public final class Main implements Callable<Integer> {
   String adminAddress;
 
   @Option(
+      names = "--tls-cert",
+      defaultValue = "${env:IDEM_TLS_CERT:-}",
+      description =
+          "PEM certificate chain of this node: clients and peers then reach it over TLS (with"
+              + " --tls-key and --tls-ca). Default: plaintext.")
+  String tlsCert;
+
+  @Option(
+      names = "--tls-key",
+      defaultValue = "${env:IDEM_TLS_KEY:-}",
+      description = "PEM private key (PKCS#8, unencrypted) of --tls-cert.")
+  String tlsKey;
+
+  @Option(
+      names = "--tls-ca",
+      defaultValue = "${env:IDEM_TLS_CA:-}",
+      description =
+          "PEM CA certificates this node trusts: peers authenticate each other with them (mutual"
+              + " TLS), and clients with --tls-require-client-cert.")
+  String tlsCa;
+
+  @Option(
+      names = "--tls-require-client-cert",
+      description =
+          "Clients must present a certificate the --tls-ca signed. Default: not required.")
+  boolean tlsRequireClientCert;
+
+  @Option(
       names = "--raft-address",
       defaultValue = "${env:IDEM_RAFT_ADDRESS:-" + ServerConfig.DEFAULT_RAFT_ADDRESS + "}",
       description =
@@ -122,7 +150,28 @@ public final class Main implements Callable<Integer> {
         .logSegmentBytes(logSegmentBytes)
         .clientListen(clientListen)
         .adminAddress(adminAddress)
+        .tls(tlsFiles())
         .build();
+  }
+
+  private TlsFiles tlsFiles() {
+    boolean any = !tlsCert.isEmpty() || !tlsKey.isEmpty() || !tlsCa.isEmpty();
+    if (!any) {
+      if (tlsRequireClientCert) {
+        throw new IllegalArgumentException(
+            "--tls-require-client-cert needs --tls-cert, --tls-key and --tls-ca");
+      }
+      return null;
+    }
+    if (tlsCert.isEmpty() || tlsKey.isEmpty() || tlsCa.isEmpty()) {
+      throw new IllegalArgumentException(
+          "TLS needs all three of --tls-cert, --tls-key and --tls-ca");
+    }
+    return new TlsFiles(
+        java.nio.file.Path.of(tlsCert),
+        java.nio.file.Path.of(tlsKey),
+        java.nio.file.Path.of(tlsCa),
+        tlsRequireClientCert);
   }
 
   @Override

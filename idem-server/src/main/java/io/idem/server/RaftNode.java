@@ -15,8 +15,10 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.atomic.AtomicLong;
+import org.apache.ratis.conf.Parameters;
 import org.apache.ratis.conf.RaftProperties;
 import org.apache.ratis.grpc.GrpcConfigKeys;
+import org.apache.ratis.grpc.GrpcTlsConfig;
 import org.apache.ratis.proto.RaftProtos.RaftPeerRole;
 import org.apache.ratis.protocol.ClientId;
 import org.apache.ratis.protocol.Message;
@@ -69,9 +71,26 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
             .setGroup(group)
             .setStateMachine(stateMachine)
             .setProperties(properties(config))
+            .setParameters(parameters(config))
             .setOption(RaftStorage.StartupOption.RECOVER)
             .build();
     server.start();
+  }
+
+  /** Mutual TLS between peers when the node has TLS files; nothing otherwise. */
+  private static Parameters parameters(ServerConfig c) {
+    Parameters p = new Parameters();
+    TlsFiles tls = c.tls();
+    if (tls != null) {
+      GrpcConfigKeys.TLS.setConf(
+          p,
+          new GrpcTlsConfig(
+              tls.privateKey().toFile(),
+              tls.certificateChain().toFile(),
+              tls.trustedCertificates().toFile(),
+              true));
+    }
+    return p;
   }
 
   private static RaftProperties properties(ServerConfig c) {

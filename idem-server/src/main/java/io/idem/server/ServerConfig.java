@@ -27,6 +27,8 @@ import java.util.List;
  *     snapshot
  * @param clientListen host:port the client endpoint binds, when it differs from the client address
  *     the peer list advertises (a proxy or a NAT in front of the node); empty: the advertised one
+ * @param tls the node's TLS files, for clients and peers; null: plaintext (loopback or a trusted
+ *     network only)
  * @param adminAddress host:port of the admin HTTP endpoint ({@code /metrics}, the status page);
  *     empty: none. Port 0 picks a free port ({@link IdemServer#adminPort}).
  */
@@ -47,6 +49,7 @@ public record ServerConfig(
     int snapshotsRetained,
     long logSegmentBytes,
     String clientListen,
+    TlsFiles tls,
     String adminAddress) {
 
   /** Default client address. */
@@ -193,6 +196,7 @@ public record ServerConfig(
     private long logSegmentBytes = 8L << 20;
     private String clientListen = "";
     private String adminAddress = "";
+    private TlsFiles tls;
 
     private Builder() {}
 
@@ -272,6 +276,11 @@ public record ServerConfig(
       return this;
     }
 
+    public Builder tls(TlsFiles tls) {
+      this.tls = tls;
+      return this;
+    }
+
     public Builder adminAddress(String hostPort) {
       this.adminAddress = hostPort;
       return this;
@@ -300,6 +309,7 @@ public record ServerConfig(
           snapshotsRetained,
           logSegmentBytes,
           clientListen,
+          tls,
           adminAddress);
     }
   }

@@ -1,0 +1,206 @@
+package io.idem.scenarios;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.idem.client.ClientTls;
+import io.idem.client.IdemClient;
+import io.idem.client.NotSentException;
+import io.idem.server.TlsFiles;
+import io.idem.testkit.LocalCluster;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * TLS on real nodes: clients and peers over TLS with certificates from files, peers authenticating
+ * each other, and client certificates when the node requires them. The test CA and certificates are
+ * made here with openssl, in a temporary directory; none is committed.
+ */
+@Timeout(180)
+class TlsTest {
+  @TempDir static Path certs;
+  @TempDir Path dir;
+
+  @BeforeAll
+  static void makeCertificates() throws Exception {
+    for (String ca : List.of("ca", "other-ca")) {
+      openssl(
+          "req",
+          "-x509",
+          "-newkey",
+          "rsa:2048",
+          "-nodes",
+          "-keyout",
+          ca + ".key",
+          "-out",
+          ca + ".pem",
+          "-days",
+          "2",
+          "-subj",
+          "/CN=idem test " + ca);
+    }
+    Files.writeString(certs.resolve("san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+    for (String who : List.of("node", "client")) {
+      openssl(
+          "req",
+          "-newkey",
+          "rsa:2048",
+          "-nodes",
+          "-keyout",
+          who + ".key",
+          "-out",
+          who + ".csr",
+          "-subj",
+          "/CN=" + who);
+      openssl(
+          "x509",
+          "-req",
+          "-in",
+          who + ".csr",
+          "-CA",
+          "ca.pem",
+          "-CAkey",
+          "ca.key",
+          "-CAcreateserial",
+          "-out",
+          who + ".pem",
+          "-days",
+          "2",
+          "-extfile",
+          "san.ext");
+    }
+    // A client certificate from a CA the nodes do not trust.
+    openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "stranger.key",
+        "-out",
+        "stranger.csr",
+        "-subj",
+        "/CN=stranger");
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "stranger.csr",
+        "-CA",
+        "other-ca.pem",
+        "-CAkey",
+        "other-ca.key",
+        "-CAcreateserial",
+        "-out",
+        "stranger.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext");
+  }
+
+  private static void openssl(String... args) throws Exception {
+    List<String> command = new ArrayList<>(List.of("openssl"));
+    command.addAll(List.of(args));
+    Process p =
+        new ProcessBuilder(command)
+            .directory(certs.toFile())
+            .redirectErrorStream(true)
+            .redirectOutput(certs.resolve("openssl.log").toFile())
+            .start();
+    try {
+      assertThat(p.waitFor(60, TimeUnit.SECONDS)).as("openssl finished").isTrue();
+      assertThat(p.exitValue()).as("openssl " + String.join(" ", args)).isZero();
+    } finally {
+      p.destroyForcibly();
+    }
+  }
+
+  private static TlsFiles nodeTls(boolean requireClientCertificates) {
+    return new TlsFiles(
+        certs.resolve("node.pem"),
+        certs.resolve("node.key"),
+        certs.resolve("ca.pem"),
+        requireClientCertificates);
+  }
+
+  private static IdemClient.Builder client(LocalCluster cluster) {
+    return IdemClient.builder()
+        .servers(cluster.clientAddresses())
+        .requestTimeout(Duration.ofSeconds(3));
+  }
+
+  @Test
+  void peersAndClientsTalkOverTlsAndStrangersAreRefused() {
+    try (LocalCluster cluster = LocalCluster.start(3, dir, b -> b.tls(nodeTls(false)))) {
+      // A leader means the peers reached each other over mutual TLS.
+      cluster.waitForLeader(Duration.ofSeconds(60));
+      try (IdemClient c =
+          client(cluster)
+              .requestTimeout(Duration.ofSeconds(20))
+              .tls(ClientTls.trusting(certs.resolve("ca.pem")))
+              .build()) {
+        c.put("k", "over tls");
+        assertThat(c.get("k").orElseThrow().valueAsString()).isEqualTo("over tls");
+      }
+      try (IdemClient plain = client(cluster).build()) {
+        assertThatThrownBy(() -> plain.put("k", "plain")).isInstanceOf(NotSentException.class);
+      }
+      try (IdemClient wrongCa =
+          client(cluster).tls(ClientTls.trusting(certs.resolve("other-ca.pem"))).build()) {
+        assertThatThrownBy(() -> wrongCa.put("k", "x")).isInstanceOf(NotSentException.class);
+      }
+    }
+  }
+
+  @Test
+  void aNodeThatRequiresClientCertificatesAcceptsOnlyTheCasOwn() {
+    try (LocalCluster cluster = LocalCluster.start(1, dir, b -> b.tls(nodeTls(true)))) {
+      cluster.waitForLeader(Duration.ofSeconds(60));
+      Path ca = certs.resolve("ca.pem");
+      try (IdemClient withCert =
+          client(cluster)
+              .requestTimeout(Duration.ofSeconds(20))
+              .tls(new ClientTls(ca, certs.resolve("client.pem"), certs.resolve("client.key")))
+              .build()) {
+        assertThat(withCert.increment("n", 1)).isEqualTo(1);
+      }
+      try (IdemClient without = client(cluster).tls(ClientTls.trusting(ca)).build()) {
+        assertThatThrownBy(() -> without.increment("n", 1)).isInstanceOf(NotSentException.class);
+      }
+      try (IdemClient stranger =
+          client(cluster)
+              .tls(new ClientTls(ca, certs.resolve("stranger.pem"), certs.resolve("stranger.key")))
+              .build()) {
+        assertThatThrownBy(() -> stranger.increment("n", 1)).isInstanceOf(NotSentException.class);
+      }
+    }
+  }
+
+  @Test
+  void badTlsSettingsAreClearErrors() {
+    assertThatThrownBy(() -> ClientTls.trusting(certs.resolve("missing.pem")))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("missing.pem");
+    assertThatThrownBy(
+            () -> new ClientTls(certs.resolve("ca.pem"), certs.resolve("client.pem"), null))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("come together");
+    assertThatThrownBy(
+            () ->
+                IdemClient.builder()
+                    .servers("127.0.0.1:1")
+                    .tls(ClientTls.trusting(certs.resolve("client.key")))
+                    .build())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("cannot use the TLS files");
+  }
+}
