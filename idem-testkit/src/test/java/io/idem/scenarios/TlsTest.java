@@ -124,6 +124,26 @@ class TlsTest {
     }
   }
 
+  /** Runs openssl {@code args} with no input; its output. */
+  private static String handshake(String... args) throws Exception {
+    List<String> command = new ArrayList<>(List.of("openssl"));
+    command.addAll(List.of(args));
+    Path out = Files.createTempFile(certs, "s_client", ".out");
+    Process p =
+        new ProcessBuilder(command)
+            .directory(certs.toFile())
+            .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")))
+            .redirectErrorStream(true)
+            .redirectOutput(out.toFile())
+            .start();
+    try {
+      assertThat(p.waitFor(30, TimeUnit.SECONDS)).as("openssl s_client finished").isTrue();
+    } finally {
+      p.destroyForcibly();
+    }
+    return Files.readString(out);
+  }
+
   private static TlsFiles nodeTls(boolean requireClientCertificates) {
     return new TlsFiles(
         certs.resolve("node.pem"),
@@ -139,10 +159,25 @@ class TlsTest {
   }
 
   @Test
-  void peersAndClientsTalkOverTlsAndStrangersAreRefused() {
+  void peersAndClientsTalkOverTlsAndStrangersAreRefused() throws Exception {
     try (LocalCluster cluster = LocalCluster.start(3, dir, b -> b.tls(nodeTls(false)))) {
-      // A leader means the peers reached each other over mutual TLS.
+      // A leader means the peers reached each other; their Raft port speaks TLS, CA-signed.
       cluster.waitForLeader(Duration.ofSeconds(60));
+      String raft = cluster.node(0).config().self().raftAddress();
+      assertThat(
+              handshake(
+                  "s_client",
+                  "-connect",
+                  raft,
+                  "-CAfile",
+                  "ca.pem",
+                  "-cert",
+                  "node.pem",
+                  "-key",
+                  "node.key",
+                  "-verify_return_error"))
+          .contains("Verify return code: 0 (ok)")
+          .contains("CN = node");
       try (IdemClient c =
           client(cluster)
               .requestTimeout(Duration.ofSeconds(20))
