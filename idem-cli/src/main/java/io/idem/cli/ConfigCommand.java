@@ -76,7 +76,11 @@ final class ConfigCommand {
       String lastFailure = "";
       for (String server : servers(options)) {
         try (IdemClient c =
-            IdemClient.builder().servers(server).requestTimeout(options.timeout).build()) {
+            IdemClient.builder()
+                .servers(server)
+                .requestTimeout(options.timeout)
+                .tls(options.tls())
+                .build()) {
           ClusterStatus s = c.status();
           if (s.role().equals("LEADER")) {
             first = s;

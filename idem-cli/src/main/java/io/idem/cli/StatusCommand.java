@@ -37,7 +37,11 @@ final class StatusCommand implements Callable<Integer> {
         continue;
       }
       try (IdemClient c =
-          IdemClient.builder().servers(server.trim()).requestTimeout(options.timeout).build()) {
+          IdemClient.builder()
+              .servers(server.trim())
+              .requestTimeout(options.timeout)
+              .tls(options.tls())
+              .build()) {
         ClusterStatus s = c.status();
         any = s;
         reachable++;
