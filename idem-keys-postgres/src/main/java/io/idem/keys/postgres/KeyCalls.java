@@ -16,6 +16,16 @@ import java.sql.SQLException;
 final class KeyCalls {
   private static final String ACQUIRE =
       "SELECT outcome, token, deadline_ms, response FROM idem_key_acquire(?, ?, ?, ?, ?, ?)";
+  private static final String BEGIN =
+      "SELECT outcome, token, deadline_ms, response FROM idem_key_begin(?, ?, ?, ?)";
+  // The completion and the COMMIT in one round trip (the driver sends both before it waits). If
+  // the function raises, the server skips the COMMIT and the transaction stays aborted.
+  private static final String FINISH_AND_COMMIT =
+      "SELECT idem_key_finish(?, ?, ?, ?, ?, ?); COMMIT";
+
+  /** SQLSTATE raised by idem_key_finish when the key changed hands. */
+  static final String CHANGED_HANDS = "IDK01";
+
   private static final String COMPLETE = "SELECT done, current FROM idem_key_complete(?, ?, ?, ?)";
   private static final String RELEASE = "SELECT done, current FROM idem_key_release(?, ?, ?)";
   private static final String RENEW =
@@ -47,20 +57,67 @@ final class KeyCalls {
       s.setLong(4, timeoutMs);
       s.setLong(5, retentionMs);
       s.setLong(6, lockTimeoutMs);
-      try (ResultSet r = one(s)) {
-        String outcome = r.getString(1);
-        switch (outcome) {
-          case "A":
-            return new Acquisition.Acquired(r.getLong(2), r.getLong(3));
-          case "C":
-            return new Acquisition.Completed(r.getBytes(4));
-          case "I":
-            return new Acquisition.InProgress(r.getLong(3));
-          case "M":
-            return new Acquisition.Mismatch();
-          default:
-            throw new SQLException("idem_key_acquire answered an unknown outcome: " + outcome);
-        }
+      return acquisition(s);
+    }
+  }
+
+  /**
+   * The transactional mode's first step: decides, writes nothing, and holds the key until the
+   * transaction ends. {@link Acquisition.Acquired} carries no deadline (0): the record is written
+   * completed by {@link #finish}, in the same transaction.
+   */
+  Acquisition begin(Connection c, IdempotencyKey key, byte[] fingerprint, long lockTimeoutMs)
+      throws SQLException {
+    try (PreparedStatement s = prepare(c, BEGIN)) {
+      s.setString(1, key.scope());
+      s.setString(2, key.key());
+      s.setBytes(3, fingerprint);
+      s.setLong(4, lockTimeoutMs);
+      return acquisition(s);
+    }
+  }
+
+  /**
+   * The transactional mode's last step: writes the completed record and commits, in one round trip.
+   * Afterwards the server's transaction has ended (the caller still calls {@code commit()}, which
+   * then sends nothing, so that a pool's bookkeeping stays right).
+   *
+   * @throws SQLException with SQLSTATE {@link #CHANGED_HANDS} if the record holds a greater token
+   *     (nothing committed); any other: the commit's outcome is unknown
+   */
+  void finishAndCommit(
+      Connection c,
+      IdempotencyKey key,
+      byte[] fingerprint,
+      long token,
+      byte[] response,
+      long retentionMs)
+      throws SQLException {
+    try (PreparedStatement s = prepare(c, FINISH_AND_COMMIT)) {
+      s.setString(1, key.scope());
+      s.setString(2, key.key());
+      s.setBytes(3, fingerprint);
+      s.setLong(4, token);
+      s.setBytes(5, response);
+      s.setLong(6, retentionMs);
+      s.execute();
+    }
+  }
+
+  private static Acquisition acquisition(PreparedStatement s) throws SQLException {
+    try (ResultSet r = one(s)) {
+      String outcome = r.getString(1);
+      switch (outcome) {
+        case "A":
+          return new Acquisition.Acquired(r.getLong(2), r.getLong(3));
+        case "C":
+          return new Acquisition.Completed(r.getBytes(4));
+        case "I":
+          return new Acquisition.InProgress(r.getLong(3));
+        case "M":
+          return new Acquisition.Mismatch();
+        default:
+          throw new SQLException("a key function answered an unknown outcome: " + outcome);
       }
     }
   }

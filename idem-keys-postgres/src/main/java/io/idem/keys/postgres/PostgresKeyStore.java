@@ -122,7 +122,8 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
   private final Executor executor;
   private final ExecutorService ownExecutor; // null when the executor was given
   private final ScheduledExecutorService purger; // null when purging is off
-  private final KeyCalls calls;
+  private final KeyCalls calls; // on the store's own connections: JDBC query timeouts
+  private final KeyCalls txCalls; // on the caller's connection: the caller's timeouts
   private final long statementTimeoutMs;
   private final long lockTimeoutMs;
   private final long retentionMs;
@@ -144,6 +145,7 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
     // The JDBC timeout has whole seconds: round up, so that the server's lock timeout (exact)
     // comes first.
     this.calls = new KeyCalls((int) Math.max(1, (statementTimeoutMs + 999) / 1000));
+    this.txCalls = new KeyCalls(0);
     if (b.executor != null) {
       this.executor = b.executor;
       this.ownExecutor = null;
@@ -256,18 +258,27 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
    * return):
    *
    * <ol>
-   *   <li>Acquire the key (the row is locked until the transaction ends). A duplicate running at
-   *       the same time waits here, at most {@link Builder#lockTimeout}.
+   *   <li>Decide on the key, holding its lock (and its record's row, if it has one) until the
+   *       transaction ends. A duplicate running at the same time waits here, at most {@link
+   *       Builder#lockTimeout}.
    *   <li>Completed before: roll back, and replay the stored response (or the stored failure).
    *       Another fingerprint, or an owner of the standard mode holding the key: roll back, and
    *       throw.
-   *   <li>Acquired: run {@code work} on {@code connection} with the token, store its response,
-   *       commit. If it throws, everything it wrote is rolled back with the acquisition, so a retry
-   *       runs it again; unless the failure's type was given to {@link Builder#storeFailures}: then
-   *       the work's writes are rolled back to a savepoint, the failure is stored as the key's
-   *       outcome and committed, and it is thrown now and replayed to every retry as {@link
-   *       StoredFailureException}, as {@link IdempotentExecutor} does.
+   *   <li>Free (new, expired, or its owner's deadline passed): run {@code work} on {@code
+   *       connection} with a new token, write the record completed with its response, commit. No
+   *       other transaction ever sees the key in progress. If it throws, everything it wrote is
+   *       rolled back with the acquisition, so a retry runs it again; unless the failure's type was
+   *       given to {@link Builder#storeFailures}: then the work's writes are rolled back to a
+   *       savepoint, the failure is stored as the key's outcome and committed, and it is thrown now
+   *       and replayed to every retry as {@link StoredFailureException}, as {@link
+   *       IdempotentExecutor} does.
    * </ol>
+   *
+   * <p>Timeouts: the wait for the key is bounded by {@link Builder#lockTimeout}; the store's own
+   * statements otherwise wait on nothing but short row locks. Everything runs under the caller's
+   * connection settings (the driver's {@code socketTimeout} bounds a server that stops answering,
+   * {@code statement_timeout} a slow work); {@link Builder#statementTimeout} applies to the {@link
+   * KeyStore} calls only, whose connections are the store's.
    *
    * <p>Run it at READ COMMITTED (PostgreSQL's default): at REPEATABLE READ or SERIALIZABLE a
    * duplicate that waited fails with a serialization error ({@link KeyStoreException}) instead of
@@ -279,7 +290,8 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
    * @throws KeyInProgressException another transaction held the key past the lock timeout, or an
    *     owner of the standard mode holds it; nothing ran, nothing was written
    * @throws StoredFailureException a failure stored as the key's outcome, replayed
-   * @throws KeyFencedException the work changed the key's own record; nothing was written
+   * @throws KeyFencedException the key changed hands during the transaction, which can only happen
+   *     if its locks were let go early; nothing was written
    * @throws KeyStoreException the database failed; if at the commit, the outcome is unknown; a
    *     retry with the same key is safe
    * @throws IllegalArgumentException a bad part, or a response over {@link
@@ -297,9 +309,9 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
     checkKey(key);
     byte[] fp = fingerprint(fingerprint);
     boolean autoCommit = begin(connection, key);
-    Transaction tx = new Transaction(connection, key);
+    Transaction tx = new Transaction(connection, key, fp);
     try {
-      return tx.run(fp, work);
+      return tx.run(work);
     } finally {
       if (!tx.ended) {
         tx.rollback(null); // an Error from the work; never let the restore below commit
@@ -317,19 +329,19 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
   private final class Transaction {
     private final Connection c;
     private final IdempotencyKey key;
+    private final byte[] fp;
     boolean ended;
 
-    Transaction(Connection c, IdempotencyKey key) {
+    Transaction(Connection c, IdempotencyKey key, byte[] fp) {
       this.c = c;
       this.key = key;
+      this.fp = fp;
     }
 
-    byte[] run(byte[] fp, TransactionalWork work) throws Exception {
+    byte[] run(TransactionalWork work) throws Exception {
       Acquisition a;
       try {
-        long deadlineMs =
-            Math.min(IdempotentExecutor.DEFAULT_IN_PROGRESS_TIMEOUT.toMillis(), maxRetentionMs);
-        a = calls.acquire(c, key, fp, deadlineMs, retentionMs, lockTimeoutMs);
+        a = txCalls.begin(c, key, fp, lockTimeoutMs);
       } catch (SQLException e) {
         RuntimeException out =
             LOCK_NOT_AVAILABLE.equals(e.getSQLState())
@@ -381,8 +393,38 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
         rollback(e);
         throw e;
       }
+      String broken = brokenBy();
+      if (broken != null) {
+        IllegalStateException e = new IllegalStateException(broken);
+        rollback(e);
+        throw e;
+      }
       settle(token, StoredOutcome.success(value));
       return value;
+    }
+
+    /**
+     * What the work did to the transaction that began the key, if it cannot go on: ended it, or
+     * swallowed the error of a statement that aborted it. Null if it can.
+     */
+    private String brokenBy() {
+      try {
+        TransactionState state =
+            c.isWrapperFor(BaseConnection.class)
+                ? c.unwrap(BaseConnection.class).getTransactionState()
+                : TransactionState.OPEN;
+        if (c.getAutoCommit() || state == TransactionState.IDLE) {
+          return "the work ended the transaction (commit, rollback or auto-commit): its writes"
+              + " are not tied to the key, and the key's outcome was not recorded";
+        }
+        if (state == TransactionState.FAILED) {
+          return "a statement of the work failed and aborted the transaction, and the work went"
+              + " on: nothing was written";
+        }
+        return null;
+      } catch (SQLException e) {
+        return "the connection failed after the work: " + e.getMessage();
+      }
     }
 
     /** Rolls the work back to its savepoint, and stores and commits its failure as the outcome. */
@@ -411,41 +453,36 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
         rollback(e);
         throw e;
       }
-      Settlement s;
       try {
-        s = calls.complete(c, key, token, stored);
+        txCalls.finishAndCommit(c, key, fp, token, stored, retentionMs);
       } catch (SQLException e) {
-        KeyStoreException out = failure(key, "complete", e);
+        RuntimeException out =
+            KeyCalls.CHANGED_HANDS.equals(e.getSQLState())
+                ? new KeyFencedException(
+                    key,
+                    "the key changed hands during the transaction (its locks were let go early):"
+                        + " token "
+                        + token
+                        + " no longer owns it; nothing of this transaction was written",
+                    e)
+                : new KeyStoreException(
+                    key,
+                    "completing and committing failed (SQLSTATE "
+                        + e.getSQLState()
+                        + ": "
+                        + e.getMessage()
+                        + "): the outcome is unknown (whether the work and its outcome were"
+                        + " recorded); a retry with the same key replays them if they were, or runs"
+                        + " the work if not",
+                    e);
         rollback(out);
         throw out;
       }
-      if (s instanceof Settlement.Fenced f) {
-        KeyFencedException e =
-            new KeyFencedException(
-                key,
-                "the key's record no longer holds token "
-                    + token
-                    + " (now "
-                    + f.current()
-                    + "): the work must not change it; nothing was written",
-                null);
-        rollback(e);
-        throw e;
-      }
+      ended = true;
       try {
-        c.commit();
-        ended = true;
+        c.commit(); // the server's transaction has ended; this keeps a pool's bookkeeping right
       } catch (SQLException e) {
-        ended = true; // a failed commit ends the transaction, committed or not
-        throw new KeyStoreException(
-            key,
-            "the commit failed (SQLSTATE "
-                + e.getSQLState()
-                + ": "
-                + e.getMessage()
-                + "): whether the work and its outcome were recorded is unknown; a retry with the"
-                + " same key replays them if they were, or runs the work if not",
-            e);
+        LOG.log(System.Logger.Level.DEBUG, "commit after the committed finish", e);
       }
     }
 
@@ -765,11 +802,12 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
     }
 
     /**
-     * How long one statement of the store may run (including its wait for a key another transaction
-     * holds) before the driver cancels it: {@link KeyStoreException}. The JDBC timeout has whole
-     * seconds; this is rounded up. Default 5 s. The data source's own timeouts (the pool's
-     * connection timeout, the driver's {@code socketTimeout}) bound getting a connection and a
-     * server that stopped answering.
+     * How long one statement of a {@link KeyStore} call may run (including its wait for a key
+     * another transaction holds) before the driver cancels it: {@link KeyStoreException}. Not for
+     * {@link #inTransaction}, which runs on the caller's connection and timeouts. The JDBC timeout
+     * has whole seconds; this is rounded up. Default 5 s. The data source's own timeouts (the
+     * pool's connection timeout, the driver's {@code socketTimeout}) bound getting a connection and
+     * a server that stopped answering.
      */
     public Builder statementTimeout(Duration d) {
       this.statementTimeout = within("statementTimeout", d, Duration.ofHours(1));

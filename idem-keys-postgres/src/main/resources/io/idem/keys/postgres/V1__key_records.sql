@@ -4,7 +4,8 @@
 -- idem_keys_schema. A team that runs its own migration tool may apply this file with it instead.
 --
 -- Time: every decision reads the database's clock, statement_timestamp() (when the statement
--- began, one value for the whole call); never the application host's.
+-- began, one value for the whole call); never the application host's. A call that waited for a
+-- lock decides by a time a little in the past: later takeovers, shorter deadlines, never earlier.
 --
 -- Tokens: nextval of idem_key_tokens, drawn only while the acquire holds the key's advisory lock,
 -- so a later acquire of a key always draws a greater token than every earlier one, even once the
@@ -47,32 +48,60 @@ AS $$
     0)
 $$;
 
--- Acquires the key, or answers what holds it: outcome 'A' (acquired: token, deadline_ms), 'C'
--- (completed: response), 'I' (in progress: deadline_ms) or 'M' (another fingerprint). A record
--- whose expires_at has passed counts as absent and is replaced. The owner holds the key up to its
--- deadline inclusive. p_lock_timeout_ms bounds the wait behind a transaction that holds the key
--- (SQLSTATE 55P03 when it runs out); the SET clause restores the caller's lock_timeout on exit.
--- synchronous_commit is forced on for the caller's transaction: a token or a completion that a
--- crash could take back would let two owners hold the same token.
-CREATE FUNCTION idem_key_acquire(
-    p_scope text, p_key text, p_fingerprint bytea,
-    p_timeout_ms bigint, p_retention_ms bigint, p_lock_timeout_ms bigint,
-    OUT outcome "char", OUT token bigint, OUT deadline_ms bigint, OUT response bytea)
+-- Every transition forces synchronous_commit on for the caller's transaction (unless it is on
+-- already, or remote_write/remote_apply/local, which flush locally too): a token or a completion
+-- that a crash of the server could take back would let two owners hold the same token.
+CREATE FUNCTION idem_key_durable() RETURNS void
 LANGUAGE plpgsql
-SET lock_timeout = 0
+AS $$
+BEGIN
+  IF current_setting('synchronous_commit') = 'off' THEN
+    PERFORM set_config('synchronous_commit', 'on', true);
+  END IF;
+END
+$$;
+
+-- The key's advisory lock when another transaction holds it (idem_key_begin tries without
+-- waiting first): waits at most p_lock_timeout_ms (then SQLSTATE 55P03), and puts the caller's
+-- lock_timeout back.
+CREATE FUNCTION idem_key_lock_wait(p_hash integer, p_lock_timeout_ms bigint) RETURNS void
+LANGUAGE plpgsql
 AS $$
 DECLARE
-  t  timestamptz := statement_timestamp();
-  dl timestamptz := statement_timestamp() + p_timeout_ms * interval '1 millisecond';
-  rt interval    := p_retention_ms * interval '1 millisecond';
-  r  idem_keys%ROWTYPE;
+  saved text := current_setting('lock_timeout');
 BEGIN
   PERFORM set_config('lock_timeout', p_lock_timeout_ms || 'ms', true);
-  PERFORM set_config('synchronous_commit', 'on', true);
-  -- Serialises the acquires of one key until the acquiring transaction ends, so that tokens are
-  -- drawn in the order the key changes hands (two-key form: class 'IDKY', then the key's hash;
-  -- keys whose hashes collide only wait for each other).
-  PERFORM pg_advisory_xact_lock(1229212505, hashtext(p_scope || E'\n' || p_key));
+  PERFORM pg_advisory_xact_lock(1229212505, p_hash);
+  PERFORM set_config('lock_timeout', saved, true);
+END
+$$;
+
+-- Decides an acquire without writing: outcome 'A' (the caller may own the key: token, drawn now),
+-- 'C' (completed: response), 'I' (in progress: deadline_ms) or 'M' (another fingerprint). A record
+-- whose expires_at has passed counts as absent. The owner holds the key up to its deadline
+-- inclusive.
+--
+-- The key's advisory lock (two-key form: class 'IDKY', then the key's hash; keys whose hashes
+-- collide only wait for each other) and its record's row lock, if it has one, are held until the
+-- transaction ends: nothing can change the key before the caller writes it, and the acquires of a
+-- key run one after the other, so they draw their tokens in the order the key changes hands.
+-- Forces synchronous_commit on for the transaction (see idem_key_durable).
+CREATE FUNCTION idem_key_begin(
+    p_scope text, p_key text, p_fingerprint bytea, p_lock_timeout_ms bigint,
+    OUT outcome "char", OUT token bigint, OUT deadline_ms bigint, OUT response bytea)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+  t timestamptz := statement_timestamp();
+  h integer := hashtext(p_scope || E'\n' || p_key);
+  r idem_keys%ROWTYPE;
+BEGIN
+  IF current_setting('synchronous_commit') = 'off' THEN
+    PERFORM set_config('synchronous_commit', 'on', true);
+  END IF;
+  IF NOT pg_try_advisory_xact_lock(1229212505, h) THEN
+    PERFORM idem_key_lock_wait(h, p_lock_timeout_ms);
+  END IF;
   SELECT * INTO r FROM idem_keys k WHERE k.scope = p_scope AND k.key = p_key FOR UPDATE;
   IF FOUND AND r.expires_at >= t THEN
     IF r.fingerprint <> p_fingerprint THEN
@@ -90,20 +119,69 @@ BEGIN
       RETURN;
     END IF;
   END IF;
-  IF FOUND THEN
-    -- A takeover after the owner's deadline, or an expired record replaced.
-    UPDATE idem_keys k
-       SET fingerprint = p_fingerprint, state = 'in_progress', token = nextval('idem_key_tokens'),
-           deadline = dl, retention = rt, response = NULL, completed_at = NULL, expires_at = dl + rt
-     WHERE k.scope = p_scope AND k.key = p_key
-    RETURNING k.token INTO token;
-  ELSE
-    INSERT INTO idem_keys (scope, key, fingerprint, state, token, deadline, retention, expires_at)
-    VALUES (p_scope, p_key, p_fingerprint, 'in_progress', nextval('idem_key_tokens'), dl, rt, dl + rt)
-    RETURNING idem_keys.token INTO token;
-  END IF;
+  -- Absent, expired, or in progress past its owner's deadline (a takeover).
   outcome := 'A';
-  deadline_ms := idem_key_ms(dl);
+  token := nextval('idem_key_tokens');
+END
+$$;
+
+-- The standard mode's acquire: idem_key_begin, and on 'A' the record in progress, committed with
+-- the caller's statement: token, deadline now + p_timeout_ms, kept p_retention_ms after the
+-- deadline (then after the completion).
+CREATE FUNCTION idem_key_acquire(
+    p_scope text, p_key text, p_fingerprint bytea,
+    p_timeout_ms bigint, p_retention_ms bigint, p_lock_timeout_ms bigint,
+    OUT outcome "char", OUT token bigint, OUT deadline_ms bigint, OUT response bytea)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+  dl timestamptz := statement_timestamp() + p_timeout_ms * interval '1 millisecond';
+  rt interval    := p_retention_ms * interval '1 millisecond';
+BEGIN
+  SELECT b.outcome, b.token, b.deadline_ms, b.response
+    INTO outcome, token, deadline_ms, response
+    FROM idem_key_begin(p_scope, p_key, p_fingerprint, p_lock_timeout_ms) b;
+  IF outcome = 'A' THEN
+    INSERT INTO idem_keys AS k (scope, key, fingerprint, state, token, deadline, retention, expires_at)
+    VALUES (p_scope, p_key, p_fingerprint, 'in_progress', token, dl, rt, dl + rt)
+    ON CONFLICT (scope, key) DO UPDATE
+       SET fingerprint = EXCLUDED.fingerprint, state = 'in_progress', token = EXCLUDED.token,
+           deadline = EXCLUDED.deadline, retention = EXCLUDED.retention, response = NULL,
+           completed_at = NULL, expires_at = EXCLUDED.expires_at;
+    deadline_ms := idem_key_ms(dl);
+  END IF;
+END
+$$;
+
+-- The transactional mode's completion, in the transaction whose idem_key_begin answered 'A' with
+-- p_token (and so holds the key's locks): writes the record completed (replacing an expired one,
+-- or the one taken over). Raises SQLSTATE IDK01 if the record holds a greater token: the locks
+-- were let go early (the caller's transaction ended in between) and someone else owns the key.
+-- Raising, not answering, so that a COMMIT sent behind it in the same round trip cannot commit.
+CREATE FUNCTION idem_key_finish(
+    p_scope text, p_key text, p_fingerprint bytea, p_token bigint, p_response bytea,
+    p_retention_ms bigint)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+  t  timestamptz := statement_timestamp();
+  rt interval    := p_retention_ms * interval '1 millisecond';
+BEGIN
+  INSERT INTO idem_keys AS k
+         (scope, key, fingerprint, state, token, deadline, retention, response, completed_at,
+          expires_at)
+  VALUES (p_scope, p_key, p_fingerprint, 'completed', p_token, t, rt, p_response, t, t + rt)
+  ON CONFLICT (scope, key) DO UPDATE
+     SET fingerprint = EXCLUDED.fingerprint, state = 'completed', token = EXCLUDED.token,
+         deadline = EXCLUDED.deadline, retention = EXCLUDED.retention,
+         response = EXCLUDED.response, completed_at = EXCLUDED.completed_at,
+         expires_at = EXCLUDED.expires_at
+   WHERE k.token < EXCLUDED.token;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'the key %/% changed hands: token % no longer owns it', p_scope, p_key, p_token
+      USING ERRCODE = 'IDK01';
+  END IF;
 END
 $$;
 
@@ -117,7 +195,7 @@ AS $$
 DECLARE
   t timestamptz := statement_timestamp();
 BEGIN
-  PERFORM set_config('synchronous_commit', 'on', true);
+  PERFORM idem_key_durable();
   UPDATE idem_keys k
      SET state = 'completed', response = p_response, completed_at = t, expires_at = t + k.retention
    WHERE k.scope = p_scope AND k.key = p_key AND k.token = p_token
@@ -136,7 +214,7 @@ AS $$
 DECLARE
   t timestamptz := statement_timestamp();
 BEGIN
-  PERFORM set_config('synchronous_commit', 'on', true);
+  PERFORM idem_key_durable();
   DELETE FROM idem_keys k
    WHERE k.scope = p_scope AND k.key = p_key AND k.token = p_token
      AND k.state = 'in_progress' AND k.expires_at >= t;
@@ -155,7 +233,7 @@ DECLARE
   t  timestamptz := statement_timestamp();
   dl timestamptz := statement_timestamp() + p_extension_ms * interval '1 millisecond';
 BEGIN
-  PERFORM set_config('synchronous_commit', 'on', true);
+  PERFORM idem_key_durable();
   UPDATE idem_keys k
      SET deadline = dl, expires_at = dl + k.retention
    WHERE k.scope = p_scope AND k.key = p_key AND k.token = p_token

@@ -414,9 +414,16 @@ class TransactionalModeTest {
   }
 
   @Test
-  void theWorkSeesTheTokenItsRecordHoldsInsideTheTransaction() throws Exception {
+  void theWorkGetsATokenGreaterThanEveryEarlierOneAndTheCommittedRecordHoldsIt() throws Exception {
     IdempotencyKey k = key("token");
-    long[] seen = new long[2];
+    Acquisition.Acquired earlier =
+        (Acquisition.Acquired)
+            store
+                .acquire(k, FP, Duration.ofMillis(1), Duration.ofHours(1))
+                .toCompletableFuture()
+                .join();
+    Thread.sleep(20); // past the standard owner's deadline: the transaction takes the key over
+    long[] seen = new long[1];
     try (Connection c = pool.getConnection()) {
       store.inTransaction(
           c,
@@ -424,21 +431,64 @@ class TransactionalModeTest {
           FP,
           (conn, token) -> {
             seen[0] = token;
-            try (PreparedStatement s =
-                conn.prepareStatement(
-                    "SELECT token FROM idem_keys WHERE scope = ? AND key = ? AND state ="
-                        + " 'in_progress'")) {
-              s.setString(1, k.scope());
-              s.setString(2, k.key());
-              try (ResultSet r = s.executeQuery()) {
-                assertThat(r.next()).isTrue();
-                seen[1] = r.getLong(1);
-              }
-            }
             return new byte[0];
           });
     }
-    assertThat(seen[0]).isPositive().isEqualTo(seen[1]);
+    assertThat(seen[0]).isGreaterThan(earlier.token());
+    try (Connection c = pool.getConnection();
+        PreparedStatement s =
+            c.prepareStatement("SELECT token, state FROM idem_keys WHERE scope = ? AND key = ?")) {
+      s.setString(1, k.scope());
+      s.setString(2, k.key());
+      try (ResultSet r = s.executeQuery()) {
+        assertThat(r.next()).isTrue();
+        assertThat(r.getLong(1)).isEqualTo(seen[0]);
+        assertThat(r.getString(2)).isEqualTo("completed");
+      }
+    }
+    assertThat(store.complete(k, earlier.token(), new byte[0]).toCompletableFuture().join())
+        .isEqualTo(new io.idem.keys.spi.Settlement.Fenced(0));
+  }
+
+  @Test
+  void aWorkThatEndsTheTransactionOrGoesOnAfterAFailedStatementRecordsNoOutcome() throws Exception {
+    int account = openAccount(800);
+    IdempotencyKey committed = key("work-commits");
+    IdempotencyKey swallowed = key("work-swallows");
+    try (Connection c = pool.getConnection()) {
+      assertThatThrownBy(
+              () ->
+                  store.inTransaction(
+                      c,
+                      committed,
+                      FP,
+                      (conn, token) -> {
+                        byte[] out = withdraw(conn, committed, account, token);
+                        conn.commit(); // not allowed: the write is no longer tied to the key
+                        return out;
+                      }))
+          .isInstanceOf(IllegalStateException.class)
+          .hasMessageContaining("ended the transaction");
+      assertThat(records(committed)).isZero();
+      assertThatThrownBy(
+              () ->
+                  store.inTransaction(
+                      c,
+                      swallowed,
+                      FP,
+                      (conn, token) -> {
+                        try (Statement s = conn.createStatement()) {
+                          s.execute("SELECT 1 / 0");
+                        } catch (SQLException ignored) {
+                          // swallowed: the transaction is aborted all the same
+                        }
+                        return new byte[] {1};
+                      }))
+          .isInstanceOf(IllegalStateException.class)
+          .hasMessageContaining("aborted");
+      assertThat(records(swallowed)).isZero();
+      assertThat(c.getAutoCommit()).isTrue();
+    }
   }
 
   // ---- the business step and checks ----
