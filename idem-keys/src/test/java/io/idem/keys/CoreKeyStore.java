@@ -37,7 +37,11 @@ final class CoreKeyStore implements KeyStore {
           new KeyStoreException(key, "connection to the store lost", null));
     }
     synchronized (table) {
-      return CompletableFuture.completedFuture(op.get());
+      try {
+        return CompletableFuture.completedFuture(op.get());
+      } catch (IllegalArgumentException e) {
+        return CompletableFuture.failedFuture(e); // a bound: the stage fails, as a remote store's
+      }
     }
   }
 

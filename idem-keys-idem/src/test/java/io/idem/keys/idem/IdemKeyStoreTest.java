@@ -11,22 +11,16 @@ import io.idem.client.Write;
 import io.idem.keys.Fingerprint;
 import io.idem.keys.IdempotencyKey;
 import io.idem.keys.IdempotentExecutor;
-import io.idem.keys.KeyInProgressException;
-import io.idem.keys.KeyStoreException;
+import io.idem.keys.KeyStoreContract;
 import io.idem.keys.spi.Acquisition;
+import io.idem.keys.spi.KeyStore;
 import io.idem.keys.spi.Settlement;
 import io.idem.testkit.LocalCluster;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletionException;
-import java.util.concurrent.CompletionStage;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -34,13 +28,18 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
-/** The executor and the store contract on a real (in-process, one-node) Idem cluster. */
+/**
+ * The store contract ({@link KeyStoreContract}) on a real (in-process, one-node) Idem cluster, and
+ * what only the Idem store does: the token is the record's, and a completion carries its business
+ * write.
+ */
 @Timeout(120)
-class IdemKeyStoreTest {
+class IdemKeyStoreTest extends KeyStoreContract {
   @TempDir static Path dir;
   static LocalCluster cluster;
   static IdemClient client;
   static IdemKeyStore store;
+  static IdemClient nobody;
 
   @BeforeAll
   static void start() {
@@ -48,34 +47,32 @@ class IdemKeyStoreTest {
     cluster.waitForLeader(Duration.ofSeconds(30));
     client = IdemClient.builder().servers(cluster.clientAddresses()).build();
     store = IdemKeyStore.over(client);
+    nobody =
+        IdemClient.builder()
+            .servers("127.0.0.1:" + LocalCluster.freePort())
+            .requestTimeout(Duration.ofMillis(500))
+            .build();
   }
 
   @AfterAll
   static void stop() {
+    nobody.close();
     client.close();
     cluster.close();
   }
 
-  private static byte[] utf8(String s) {
-    return s.getBytes(StandardCharsets.UTF_8);
+  @Override
+  protected KeyStore store() {
+    return store;
   }
 
-  private static <T> T join(CompletionStage<T> s) {
-    return s.toCompletableFuture().join();
-  }
-
-  /** Executes {@code key} with an operation that counts its runs in {@code runs}. */
-  private static String countRun(IdempotentExecutor ex, IdempotencyKey key, AtomicInteger runs)
-      throws Exception {
-    return ex.execute(
-        key,
-        Fingerprint.none(),
-        IdempotentExecutor.Codec.utf8(),
-        token -> "run " + runs.incrementAndGet());
+  @Override
+  protected KeyStore unreachableStore() {
+    return IdemKeyStore.over(nobody);
   }
 
   @Test
-  void theExecutorRunsAKeyOnceAndReplaysItsResponse() throws Exception {
+  void theTokenTheOperationSeesIsTheOneInTheKeysRecord() throws Exception {
     AtomicInteger runs = new AtomicInteger();
     try (IdempotentExecutor ex = IdempotentExecutor.builder(store).build()) {
       IdempotencyKey key = new IdempotencyKey("acme", "order-1");
@@ -93,45 +90,6 @@ class IdemKeyStoreTest {
       assertThat(answers).containsOnly(answers.get(0));
       long token = client.getKey("acme", "order-1").orElseThrow().token();
       assertThat(answers.get(0)).isEqualTo("paid with token " + token + " run 1");
-    }
-  }
-
-  @Test
-  void concurrentDuplicatesWaitForTheOneRun() throws Exception {
-    AtomicInteger runs = new AtomicInteger();
-    ExecutorService pool = Executors.newFixedThreadPool(4);
-    try (IdempotentExecutor ex =
-        IdempotentExecutor.builder(store).waitForResult(Duration.ofSeconds(20)).build()) {
-      IdempotencyKey key = new IdempotencyKey("acme", "order-2");
-      List<Future<String>> calls = new ArrayList<>();
-      for (int i = 0; i < 4; i++) {
-        calls.add(
-            pool.submit(
-                () ->
-                    ex.execute(
-                        key,
-                        Fingerprint.none(),
-                        IdempotentExecutor.Codec.utf8(),
-                        token -> {
-                          Thread.sleep(300);
-                          return "run " + runs.incrementAndGet();
-                        })));
-      }
-      for (Future<String> f : calls) {
-        assertThat(f.get(30, TimeUnit.SECONDS)).isEqualTo("run 1");
-      }
-      assertThat(runs).hasValue(1);
-    } finally {
-      pool.shutdownNow();
-    }
-    // Without waiting, a duplicate during the run fails at once and runs nothing.
-    try (IdempotentExecutor ex = IdempotentExecutor.builder(store).build()) {
-      IdempotencyKey key = new IdempotencyKey("acme", "order-3");
-      Acquisition held =
-          join(store.acquire(key, Fingerprint.none(), Duration.ofMinutes(1), Duration.ofHours(1)));
-      assertThat(held).isInstanceOf(Acquisition.Acquired.class);
-      assertThatThrownBy(() -> countRun(ex, key, runs)).isInstanceOf(KeyInProgressException.class);
-      assertThat(runs).hasValue(1);
     }
   }
 
@@ -193,26 +151,5 @@ class IdemKeyStoreTest {
     assertThatThrownBy(
             () -> client.fenced(new Fence("acme", "payment-7", newer + 1)).put("x", utf8("y")))
         .isInstanceOf(FencedWriteException.class);
-  }
-
-  @Test
-  void badPartsAreIllegalArgumentsAndAnUnreachableClusterIsNeverAYes() throws Exception {
-    IdempotencyKey key = new IdempotencyKey("acme", "k");
-    assertThatThrownBy(
-            () ->
-                join(
-                    store.acquire(
-                        key, Fingerprint.none(), Duration.ofDays(30), Duration.ofHours(1))))
-        .hasCauseInstanceOf(IllegalArgumentException.class)
-        .hasMessageContaining("in-progress timeout");
-
-    String nobody = "127.0.0.1:" + LocalCluster.freePort();
-    AtomicInteger runs = new AtomicInteger();
-    try (IdemClient lost =
-            IdemClient.builder().servers(nobody).requestTimeout(Duration.ofMillis(500)).build();
-        IdempotentExecutor ex = IdempotentExecutor.builder(IdemKeyStore.over(lost)).build()) {
-      assertThatThrownBy(() -> countRun(ex, key, runs)).isInstanceOf(KeyStoreException.class);
-    }
-    assertThat(runs).hasValue(0);
   }
 }
