@@ -4,9 +4,14 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariDataSource;
+import io.idem.keys.Fingerprint;
 import io.idem.keys.IdempotencyKey;
+import io.idem.keys.IdempotentExecutor;
+import io.idem.keys.KeyFencedException;
+import io.idem.keys.KeyStoreContract;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.KeyStore;
+import io.idem.keys.spi.Settlement;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -15,6 +20,8 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -22,18 +29,28 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Predicate;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.postgresql.ds.PGSimpleDataSource;
 
-/** The store contract and the PostgreSQL store's own promises, on a real server. */
+/**
+ * The store contract (idem-keys' {@link KeyStoreContract}, the same cases as every store) and the
+ * PostgreSQL store's own promises, on a real server.
+ */
 @Timeout(120)
-class PostgresKeyStoreTest extends KeyStoreCases {
+class PostgresKeyStoreTest extends KeyStoreContract {
+  static final Duration MINUTE = Duration.ofMinutes(1);
+  static final Duration HOUR = Duration.ofHours(1);
+  static final Duration SHORT = Duration.ofMillis(300);
+  static final Fingerprint FP = Fingerprint.of(utf8("pay 10 EUR to acct 7"));
+
   static PostgresServer server;
   static HikariDataSource pool;
   static PostgresKeyStore store;
+  static PostgresKeyStore unreachable;
 
   @BeforeAll
   static void start() {
@@ -41,10 +58,18 @@ class PostgresKeyStoreTest extends KeyStoreCases {
     pool = server.pool(8, 2000);
     store = PostgresKeyStore.builder(pool).purgeEvery(Duration.ZERO).build();
     assertThat(store.migrate()).isZero();
+    PGSimpleDataSource nobody = new PGSimpleDataSource();
+    nobody.setUrl("jdbc:postgresql://127.0.0.1:" + PostgresServer.freePort() + "/idem");
+    nobody.setUser(PostgresServer.USER);
+    nobody.setConnectTimeout(2);
+    unreachable = PostgresKeyStore.builder(nobody).purgeEvery(Duration.ZERO).build();
   }
 
   @AfterAll
   static void stop() {
+    if (unreachable != null) {
+      unreachable.close();
+    }
     if (store != null) {
       store.close();
     }
@@ -57,12 +82,17 @@ class PostgresKeyStoreTest extends KeyStoreCases {
   }
 
   @Override
-  KeyStore store() {
+  protected KeyStore store() {
     return store;
   }
 
   @Override
-  int maxResponseBytes() {
+  protected KeyStore unreachableStore() {
+    return unreachable;
+  }
+
+  @Override
+  protected int maxResponseBytes() {
     return PostgresKeyStore.DEFAULT_MAX_RESPONSE_BYTES;
   }
 
@@ -118,7 +148,7 @@ class PostgresKeyStoreTest extends KeyStoreCases {
     assertThat(
             queryLong(
                 "SELECT idem_key_ms(deadline) FROM idem_keys WHERE scope = '"
-                    + scope
+                    + k.scope()
                     + "' AND key = 'clock'"))
         .isEqualTo(a.deadlineMs());
   }
@@ -127,6 +157,7 @@ class PostgresKeyStoreTest extends KeyStoreCases {
 
   @Test
   void textPostgresqlCannotHoldAsGivenIsAnIllegalArgument() {
+    String scope = key("text").scope();
     IdempotencyKey nul = new IdempotencyKey(scope, "a\u0000b");
     assertIllegal(store.acquire(nul, FP, MINUTE, HOUR), "NUL");
     assertIllegal(store.complete(new IdempotencyKey("x\u0000", "k"), 1, new byte[0]), "NUL");
@@ -158,7 +189,7 @@ class PostgresKeyStoreTest extends KeyStoreCases {
           .filteredOn(a -> !(a instanceof Acquisition.Acquired))
           .containsOnly(new Acquisition.InProgress(deadline));
       // And once its deadline passed, of many concurrent takeovers exactly one wins.
-      acquireUntil(k, FP, SHORT, KeyStoreCases::inProgress);
+      acquireUntil(k, FP, SHORT, PostgresKeyStoreTest::inProgress);
       sleep(SHORT.toMillis() + 50);
       List<Acquisition> takeovers = concurrently(24, () -> acquire(k, FP, MINUTE));
       assertThat(takeovers).filteredOn(a -> a instanceof Acquisition.Acquired).hasSize(1);
@@ -183,7 +214,7 @@ class PostgresKeyStoreTest extends KeyStoreCases {
               last.set(owned.token());
               handovers.incrementAndGet();
               held.set(false);
-              assertThat(join(store.release(k, owned.token()))).isEqualTo(done());
+              assertThat(join(store.release(k, owned.token()))).isEqualTo(new Settlement.Done(0));
             }
           }
           return null;
@@ -228,10 +259,101 @@ class PostgresKeyStoreTest extends KeyStoreCases {
     }
   }
 
+  // ---- the standard mode ----
+
+  @Test
+  void anExecutorOwnerTakenOverIsFencedAndItsOutcomeIsNotStored() throws Exception {
+    IdempotencyKey k = key("stale-executor");
+    CountDownLatch running = new CountDownLatch(1);
+    CountDownLatch takenOver = new CountDownLatch(1);
+    try (IdempotentExecutor ex =
+        IdempotentExecutor.builder(store())
+            .inProgressTimeout(SHORT)
+            .renewEvery(Duration.ZERO)
+            .build()) {
+      ExecutorService one = Executors.newSingleThreadExecutor();
+      try {
+        Future<String> stale =
+            one.submit(
+                () ->
+                    ex.execute(
+                        k,
+                        FP,
+                        IdempotentExecutor.Codec.utf8(),
+                        token -> {
+                          running.countDown();
+                          takenOver.await(); // paused past its deadline (no renewals)
+                          return "stale";
+                        }));
+        assertThat(running.await(30, TimeUnit.SECONDS)).isTrue();
+        Acquisition.Acquired owner = acquireUntil(k, FP, MINUTE, PostgresKeyStoreTest::inProgress);
+        takenOver.countDown();
+        assertThatThrownBy(() -> stale.get(30, TimeUnit.SECONDS))
+            .hasCauseInstanceOf(KeyFencedException.class);
+        assertThat(acquire(k, FP, MINUTE))
+            .isEqualTo(new Acquisition.InProgress(owner.deadlineMs()));
+      } finally {
+        one.shutdownNow();
+      }
+    }
+  }
+
   // ---- helpers ----
 
+  Acquisition acquire(IdempotencyKey k, Fingerprint fp, Duration timeout) {
+    return join(store().acquire(k, fp, timeout, HOUR));
+  }
+
+  Acquisition.Acquired acquired(IdempotencyKey k, Fingerprint fp, Duration timeout) {
+    return acquired(acquire(k, fp, timeout));
+  }
+
+  static Acquisition.Acquired acquired(Acquisition a) {
+    assertThat(a).isInstanceOf(Acquisition.Acquired.class);
+    return (Acquisition.Acquired) a;
+  }
+
+  /**
+   * Acquires {@code k} every 20 ms until it is acquired; every answer before must be one that
+   * {@code whileWaiting} accepts. Fails after {@link #POLL_BOUND}.
+   */
+  Acquisition.Acquired acquireUntil(
+      IdempotencyKey k, Fingerprint fp, Duration timeout, Predicate<Acquisition> whileWaiting) {
+    long end = System.nanoTime() + POLL_BOUND.toNanos();
+    while (true) {
+      Acquisition a = acquire(k, fp, timeout);
+      if (a instanceof Acquisition.Acquired owned) {
+        return owned;
+      }
+      assertThat(a).as("an answer while waiting to acquire %s", k).matches(whileWaiting);
+      assertThat(System.nanoTime()).as("still %s after %s", a, POLL_BOUND).isLessThan(end);
+      sleep(20);
+    }
+  }
+
+  static boolean inProgress(Acquisition a) {
+    return a instanceof Acquisition.InProgress;
+  }
+
+  static void assertIllegal(CompletionStage<?> stage, String mentioning) {
+    assertThatThrownBy(() -> join(stage))
+        .isInstanceOf(CompletionException.class)
+        .cause()
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining(mentioning);
+  }
+
+  static void sleep(long ms) {
+    try {
+      Thread.sleep(ms);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new AssertionError("interrupted", e);
+    }
+  }
+
   long rowsInScope() throws SQLException {
-    return queryLong("SELECT count(*) FROM idem_keys WHERE scope = '" + scope + "'");
+    return queryLong("SELECT count(*) FROM idem_keys WHERE scope = '" + key("x").scope() + "'");
   }
 
   static long databaseNowMs() throws SQLException {
