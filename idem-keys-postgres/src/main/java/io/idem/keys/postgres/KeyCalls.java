@@ -1,6 +1,7 @@
 package io.idem.keys.postgres;
 
 import io.idem.keys.IdempotencyKey;
+import io.idem.keys.KeyStoreException;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.Settlement;
 import java.sql.Connection;
@@ -25,6 +26,12 @@ final class KeyCalls {
 
   /** SQLSTATE raised by idem_key_finish when the key changed hands. */
   static final String CHANGED_HANDS = "IDK01";
+
+  /** SQLSTATE lock_not_available: a lock wait ran past lock_timeout. */
+  static final String LOCK_NOT_AVAILABLE = "55P03";
+
+  /** SQLSTATE query_canceled: the statement ran past its timeout. */
+  static final String QUERY_CANCELED = "57014";
 
   private static final String COMPLETE = "SELECT done, current FROM idem_key_complete(?, ?, ?, ?)";
   private static final String RELEASE = "SELECT done, current FROM idem_key_release(?, ?, ?)";
@@ -186,5 +193,24 @@ final class KeyCalls {
       throw new SQLException("a key function answered no row");
     }
     return r;
+  }
+
+  /** A failure of a call as the store contract's {@link KeyStoreException}: outcome unknown. */
+  static KeyStoreException failure(IdempotencyKey key, String what, SQLException e) {
+    String state = e.getSQLState();
+    String how =
+        QUERY_CANCELED.equals(state)
+            ? "did not finish " + what + " within the statement timeout"
+            : "failed during " + what;
+    return new KeyStoreException(
+        key,
+        "PostgreSQL "
+            + how
+            + " (SQLSTATE "
+            + state
+            + ": "
+            + e.getMessage()
+            + "); the outcome is unknown, and retrying with the same key is safe",
+        e);
   }
 }

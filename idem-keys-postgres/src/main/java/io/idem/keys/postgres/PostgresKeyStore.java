@@ -13,7 +13,6 @@ import io.idem.keys.spi.KeyStore;
 import io.idem.keys.spi.Settlement;
 import java.sql.Connection;
 import java.sql.SQLException;
-import java.sql.Savepoint;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -30,8 +29,6 @@ import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
-import org.postgresql.core.BaseConnection;
-import org.postgresql.core.TransactionState;
 
 /**
  * The key store on PostgreSQL, over any {@link DataSource} (a pool such as HikariCP in practice).
@@ -104,12 +101,6 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
   /** Longest fingerprint, in bytes (the schema checks it too). */
   public static final int MAX_FINGERPRINT_BYTES = 64;
 
-  /** SQLSTATE lock_not_available: a lock wait ran past lock_timeout. */
-  static final String LOCK_NOT_AVAILABLE = "55P03";
-
-  /** SQLSTATE query_canceled: the statement ran past its timeout. */
-  static final String QUERY_CANCELED = "57014";
-
   private static final System.Logger LOG = System.getLogger(PostgresKeyStore.class.getName());
 
   /** Anything to be done with a connection. */
@@ -123,29 +114,30 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
   private final ExecutorService ownExecutor; // null when the executor was given
   private final ScheduledExecutorService purger; // null when purging is off
   private final KeyCalls calls; // on the store's own connections: JDBC query timeouts
-  private final KeyCalls txCalls; // on the caller's connection: the caller's timeouts
+  private final KeyTransaction.Settings transactions;
   private final long statementTimeoutMs;
-  private final long lockTimeoutMs;
-  private final long retentionMs;
   private final long maxRetentionMs;
   private final int maxResponseBytes;
   private final int purgeBatch;
-  private final List<Class<? extends Throwable>> storedFailures;
   private volatile boolean closed;
 
   private PostgresKeyStore(Builder b) {
     this.dataSource = b.dataSource;
     this.statementTimeoutMs = b.statementTimeout.toMillis();
-    this.lockTimeoutMs = b.lockTimeout.toMillis();
-    this.retentionMs = b.retention.toMillis();
     this.maxRetentionMs = b.maxRetention.toMillis();
     this.maxResponseBytes = b.maxResponseBytes;
     this.purgeBatch = b.purgeBatch;
-    this.storedFailures = List.copyOf(b.storedFailures);
     // The JDBC timeout has whole seconds: round up, so that the server's lock timeout (exact)
     // comes first.
     this.calls = new KeyCalls((int) Math.max(1, (statementTimeoutMs + 999) / 1000));
-    this.txCalls = new KeyCalls(0);
+    // On the caller's connection, the caller's timeouts apply; the wait for the key has its own.
+    this.transactions =
+        new KeyTransaction.Settings(
+            new KeyCalls(0),
+            b.lockTimeout.toMillis(),
+            b.retention.toMillis(),
+            b.maxResponseBytes,
+            List.copyOf(b.storedFailures));
     if (b.executor != null) {
       this.executor = b.executor;
       this.ownExecutor = null;
@@ -192,7 +184,7 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
     try (Connection c = dataSource.getConnection()) {
       return KeySchema.migrate(c);
     } catch (SQLException e) {
-      throw failure(null, "migrate", e);
+      throw KeyCalls.failure(null, "migrate", e);
     }
   }
 
@@ -296,8 +288,9 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
    *     retry with the same key is safe
    * @throws IllegalArgumentException a bad part, or a response over {@link
    *     Builder#maxResponseBytes} (nothing was written)
-   * @throws IllegalStateException the connection is inside a transaction, or the work returned null
-   *     (nothing was written)
+   * @throws IllegalStateException the connection is inside a transaction; or the work returned
+   *     null, ended the transaction itself, or went on after one of its statements failed (nothing
+   *     of the key was written)
    * @throws Exception what the work threw (its writes rolled back, or its failure stored)
    */
   public byte[] inTransaction(
@@ -308,239 +301,7 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
     }
     checkKey(key);
     byte[] fp = fingerprint(fingerprint);
-    boolean autoCommit = begin(connection, key);
-    Transaction tx = new Transaction(connection, key, fp);
-    try {
-      return tx.run(work);
-    } finally {
-      if (!tx.ended) {
-        tx.rollback(null); // an Error from the work; never let the restore below commit
-      }
-      try {
-        connection.setAutoCommit(autoCommit);
-      } catch (SQLException e) {
-        // The connection broke; the transaction has ended either way. The pool discards it.
-        LOG.log(System.Logger.Level.DEBUG, "cannot restore auto-commit", e);
-      }
-    }
-  }
-
-  /** One run of {@link #inTransaction}: tracks whether its transaction has ended. */
-  private final class Transaction {
-    private final Connection c;
-    private final IdempotencyKey key;
-    private final byte[] fp;
-    boolean ended;
-
-    Transaction(Connection c, IdempotencyKey key, byte[] fp) {
-      this.c = c;
-      this.key = key;
-      this.fp = fp;
-    }
-
-    byte[] run(TransactionalWork work) throws Exception {
-      Acquisition a;
-      try {
-        a = txCalls.begin(c, key, fp, lockTimeoutMs);
-      } catch (SQLException e) {
-        RuntimeException out =
-            LOCK_NOT_AVAILABLE.equals(e.getSQLState())
-                ? new KeyInProgressException(
-                    key,
-                    "another transaction held the key longer than the lock timeout ("
-                        + lockTimeoutMs
-                        + " ms); nothing ran",
-                    e)
-                : failure(key, "acquire", e);
-        rollback(out);
-        throw out;
-      }
-      if (a instanceof Acquisition.Acquired owned) {
-        return runOwned(owned.token(), work);
-      }
-      rollback(null); // only read; ends the lock wait of duplicates behind this one at once
-      if (a instanceof Acquisition.Completed done) {
-        return StoredOutcome.replay(key, done.response());
-      }
-      if (a instanceof Acquisition.Mismatch) {
-        throw new KeyMismatchException(key, "the key was used with another payload", null);
-      }
-      throw new KeyInProgressException(
-          key,
-          "an owner outside a transaction holds the key until "
-              + ((Acquisition.InProgress) a).deadlineMs()
-              + " (database time); nothing ran",
-          null);
-    }
-
-    private byte[] runOwned(long token, TransactionalWork work) throws Exception {
-      Savepoint beforeWork = storedFailures.isEmpty() ? null : savepoint();
-      byte[] value;
-      try {
-        value = work.run(c, token);
-      } catch (Exception e) {
-        if (beforeWork != null && stored(e)) {
-          storeFailure(token, beforeWork, e);
-        } else {
-          rollback(e);
-        }
-        throw e;
-      }
-      if (value == null) {
-        IllegalStateException e =
-            new IllegalStateException(
-                "the work returned null; return an empty array for an empty response");
-        rollback(e);
-        throw e;
-      }
-      String broken = brokenBy();
-      if (broken != null) {
-        IllegalStateException e = new IllegalStateException(broken);
-        rollback(e);
-        throw e;
-      }
-      settle(token, StoredOutcome.success(value));
-      return value;
-    }
-
-    /**
-     * What the work did to the transaction that began the key, if it cannot go on: ended it, or
-     * swallowed the error of a statement that aborted it. Null if it can.
-     */
-    private String brokenBy() {
-      try {
-        TransactionState state =
-            c.isWrapperFor(BaseConnection.class)
-                ? c.unwrap(BaseConnection.class).getTransactionState()
-                : TransactionState.OPEN;
-        if (c.getAutoCommit() || state == TransactionState.IDLE) {
-          return "the work ended the transaction (commit, rollback or auto-commit): its writes"
-              + " are not tied to the key, and the key's outcome was not recorded";
-        }
-        if (state == TransactionState.FAILED) {
-          return "a statement of the work failed and aborted the transaction, and the work went"
-              + " on: nothing was written";
-        }
-        return null;
-      } catch (SQLException e) {
-        return "the connection failed after the work: " + e.getMessage();
-      }
-    }
-
-    /** Rolls the work back to its savepoint, and stores and commits its failure as the outcome. */
-    private void storeFailure(long token, Savepoint beforeWork, Exception e) {
-      try {
-        c.rollback(beforeWork);
-      } catch (SQLException r) {
-        KeyStoreException out = failure(key, "rollback to the savepoint", r);
-        out.addSuppressed(e);
-        rollback(out);
-        throw out;
-      }
-      settle(token, StoredOutcome.failure(e));
-    }
-
-    /** Completes the key with {@code stored} and commits. */
-    private void settle(long token, byte[] stored) {
-      if (stored.length > maxResponseBytes) {
-        IllegalArgumentException e =
-            new IllegalArgumentException(
-                "the response is "
-                    + stored.length
-                    + " bytes stored, over maxResponseBytes "
-                    + maxResponseBytes
-                    + "; nothing was written");
-        rollback(e);
-        throw e;
-      }
-      try {
-        txCalls.finishAndCommit(c, key, fp, token, stored, retentionMs);
-      } catch (SQLException e) {
-        RuntimeException out =
-            KeyCalls.CHANGED_HANDS.equals(e.getSQLState())
-                ? new KeyFencedException(
-                    key,
-                    "the key changed hands during the transaction (its locks were let go early):"
-                        + " token "
-                        + token
-                        + " no longer owns it; nothing of this transaction was written",
-                    e)
-                : new KeyStoreException(
-                    key,
-                    "completing and committing failed (SQLSTATE "
-                        + e.getSQLState()
-                        + ": "
-                        + e.getMessage()
-                        + "): the outcome is unknown (whether the work and its outcome were"
-                        + " recorded); a retry with the same key replays them if they were, or runs"
-                        + " the work if not",
-                    e);
-        rollback(out);
-        throw out;
-      }
-      ended = true;
-      try {
-        c.commit(); // the server's transaction has ended; this keeps a pool's bookkeeping right
-      } catch (SQLException e) {
-        LOG.log(System.Logger.Level.DEBUG, "commit after the committed finish", e);
-      }
-    }
-
-    private Savepoint savepoint() {
-      try {
-        return c.setSavepoint();
-      } catch (SQLException e) {
-        KeyStoreException out = failure(key, "savepoint", e);
-        rollback(out);
-        throw out;
-      }
-    }
-
-    /**
-     * Rolls the transaction back. A failure is added to {@code inFlight}, or thrown as {@link
-     * KeyStoreException} if nothing is in flight: the connection is then unusable.
-     */
-    void rollback(Throwable inFlight) {
-      ended = true;
-      try {
-        c.rollback();
-      } catch (SQLException e) {
-        if (inFlight != null) {
-          inFlight.addSuppressed(e);
-        } else {
-          throw failure(key, "rollback", e);
-        }
-      }
-    }
-  }
-
-  /** Ends nothing, starts the transaction: auto-commit off. Returns the mode to restore. */
-  private static boolean begin(Connection c, IdempotencyKey key) {
-    try {
-      boolean autoCommit = c.getAutoCommit();
-      if (!autoCommit && c.isWrapperFor(BaseConnection.class)) {
-        TransactionState state = c.unwrap(BaseConnection.class).getTransactionState();
-        if (state != TransactionState.IDLE) {
-          throw new IllegalStateException(
-              "the connection is inside a transaction ("
-                  + state
-                  + "); inTransaction begins and ends its own: commit or roll back first");
-        }
-      }
-      c.setAutoCommit(false);
-      return autoCommit;
-    } catch (SQLException e) {
-      throw failure(key, "begin", e);
-    }
-  }
-
-  private boolean stored(Exception e) {
-    for (Class<? extends Throwable> t : storedFailures) {
-      if (t.isInstance(e)) {
-        return true;
-      }
-    }
-    return false;
+    return KeyTransaction.run(transactions, connection, key, fp, work);
   }
 
   // ---- retention ----
@@ -557,7 +318,7 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
     try {
       return withConnection(c -> calls.purge(c, purgeBatch));
     } catch (SQLException e) {
-      throw failure(null, "purge", e);
+      throw KeyCalls.failure(null, "purge", e);
     }
   }
 
@@ -613,7 +374,7 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
             try {
               out.complete(withConnection(op));
             } catch (SQLException e) {
-              out.completeExceptionally(failure(key, what, e));
+              out.completeExceptionally(KeyCalls.failure(key, what, e));
             } catch (RuntimeException | Error e) {
               out.completeExceptionally(
                   new KeyStoreException(key, what + " failed unexpectedly: " + e, e));
@@ -653,24 +414,6 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
         throw e;
       }
     }
-  }
-
-  private static KeyStoreException failure(IdempotencyKey key, String what, SQLException e) {
-    String state = e.getSQLState();
-    String how =
-        QUERY_CANCELED.equals(state)
-            ? "did not finish " + what + " within the statement timeout"
-            : "failed during " + what;
-    return new KeyStoreException(
-        key,
-        "PostgreSQL "
-            + how
-            + " (SQLSTATE "
-            + state
-            + ": "
-            + e.getMessage()
-            + "); the outcome is unknown, and retrying with the same key is safe",
-        e);
   }
 
   /** Daemon threads named {@code prefix + n}. */
