@@ -34,19 +34,33 @@ import org.junit.jupiter.api.Timeout;
  *
  * <pre>
  * nice -n 15 ./mvnw -B -q -pl idem-keys,idem-keys-postgres -am verify -Dspotless.check.skip=true \
- *   -Didem.pg.excludedGroups= -Dgroups=bench -Dtest=TransactionalBench \
- *   -Dsurefire.failIfNoSpecifiedTests=false [-Didem.bench.workers=64 -Didem.bench.pool=32 \
+ *   -Djacoco.skip=true -Didem.pg.excludedGroups= -Dgroups=bench -Dtest=TransactionalBench \
+ *   -Dsurefire.failIfNoSpecifiedTests=false [-Didem.bench.workers=64 -Didem.bench.pool=16 \
  *   -Didem.bench.seconds=20 -Didem.bench.warmup=5 -Didem.bench.durable=true \
- *   -Didem.bench.pg="commit_delay=0"]
+ *   -Didem.bench.pg=NAME=VALUE,...]
  * </pre>
  *
- * or, with the test classpath, {@code java -Didem.bench.workers=64 ... -cp ...
+ * (without {@code -Djacoco.skip=true} the coverage agent costs this JVM about a third more CPU) or,
+ * with the test classpath, {@code java -Didem.bench.workers=64 ... -cp ...
  * io.idem.keys.postgres.TransactionalBench}. It prints one line per run: throughput, latency
  * percentiles (from taking a connection of the pool to the commit), and the server's settings; and
  * checks that every acknowledged operation wrote exactly one business row, and that none failed.
  */
 @Tag("bench")
 public class TransactionalBench {
+
+  /**
+   * Connections: more than this made each operation cost more CPU on 2 shared cores (context
+   * switches, lock waits); fewer cap the commits that share one WAL flush.
+   */
+  static final int DEFAULT_POOL = 16;
+
+  /**
+   * Server settings beyond PostgreSQL's defaults: no checkpoint during a run, and commit_delay so
+   * that more commits share each WAL flush (fsync stays on, synchronous_commit on).
+   */
+  static final String DEFAULT_SETTINGS =
+      "max_wal_size=4GB,checkpoint_timeout=30min,commit_delay=1000,commit_siblings=4";
 
   /** The same run without Maven: {@code java -cp <test classpath> ...TransactionalBench}. */
   public static void main(String[] args) throws Exception {
@@ -57,11 +71,11 @@ public class TransactionalBench {
   @Timeout(600)
   void keyedTransactions() throws Exception {
     int workers = Integer.getInteger("idem.bench.workers", 64);
-    int poolSize = Integer.getInteger("idem.bench.pool", 32);
+    int poolSize = Integer.getInteger("idem.bench.pool", DEFAULT_POOL);
     int seconds = Integer.getInteger("idem.bench.seconds", 20);
     int warmup = Integer.getInteger("idem.bench.warmup", 5);
     boolean durable = Boolean.parseBoolean(System.getProperty("idem.bench.durable", "true"));
-    String pg = System.getProperty("idem.bench.pg", "");
+    String pg = System.getProperty("idem.bench.pg", DEFAULT_SETTINGS);
     List<String> settings =
         pg.isBlank()
             ? List.of()
