@@ -1,6 +1,6 @@
 -- Idem keys on PostgreSQL, schema version 1: the key records, the token sequence, and one function
--- per transition (acquire, complete, release, renew, purge), each one round trip and one atomic
--- step. PostgresKeyStore.migrate() applies this file once, in one transaction, and records it in
+-- per transition (acquire, complete, release, renew and purge; begin and finish for the
+-- transactional mode), each one round trip and one atomic step. PostgresKeyStore.migrate() applies this file once, in one transaction, and records it in
 -- idem_keys_schema. A team that runs its own migration tool may apply this file with it instead.
 --
 -- Time: every decision reads the database's clock, statement_timestamp() (when the statement
@@ -14,9 +14,11 @@
 
 CREATE SEQUENCE idem_key_tokens AS bigint MINVALUE 1 NO CYCLE CACHE 1;
 
+-- Scopes and keys are identifiers, compared byte for byte: COLLATE "C" whatever the database's
+-- locale, which also keeps the primary key's comparisons cheap.
 CREATE TABLE idem_keys (
-  scope        varchar(255) NOT NULL,
-  key          varchar(255) NOT NULL,
+  scope        varchar(255) COLLATE "C" NOT NULL,
+  key          varchar(255) COLLATE "C" NOT NULL,
   fingerprint  bytea        NOT NULL CHECK (octet_length(fingerprint) <= 64),
   state        text         NOT NULL CHECK (state IN ('in_progress', 'completed')),
   token        bigint       NOT NULL,
