@@ -1,0 +1,276 @@
+package io.idem.keys.postgres;
+
+import io.idem.keys.IdempotencyKey;
+import io.idem.keys.KeyFencedException;
+import io.idem.keys.KeyInProgressException;
+import io.idem.keys.KeyMismatchException;
+import io.idem.keys.KeyStoreException;
+import io.idem.keys.spi.Acquisition;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Savepoint;
+import java.util.List;
+import org.postgresql.core.BaseConnection;
+import org.postgresql.core.TransactionState;
+
+/**
+ * One run of the transactional mode ({@link PostgresKeyStore#inTransaction}): begin the key, run
+ * the work, finish the key and commit, on the caller's connection; or roll everything back. Tracks
+ * whether its transaction has ended, so that no path leaves it open for the restored auto-commit
+ * mode to commit.
+ */
+final class KeyTransaction {
+
+  /** What every run shares: the store's settings for the mode. */
+  record Settings(
+      KeyCalls calls,
+      long lockTimeoutMs,
+      long retentionMs,
+      int maxResponseBytes,
+      List<Class<? extends Throwable>> storedFailures) {}
+
+  private static final System.Logger LOG = System.getLogger(KeyTransaction.class.getName());
+
+  private final Settings settings;
+  private final Connection c;
+  private final IdempotencyKey key;
+  private final byte[] fp;
+  private boolean ended; // committed or rolled back: the finally below must not roll back
+
+  private KeyTransaction(Settings settings, Connection c, IdempotencyKey key, byte[] fp) {
+    this.settings = settings;
+    this.c = c;
+    this.key = key;
+    this.fp = fp;
+  }
+
+  /**
+   * Runs {@code work} for {@code key} in one transaction on {@code c}, as {@link
+   * PostgresKeyStore#inTransaction} says; the arguments are checked.
+   */
+  static byte[] run(
+      Settings settings, Connection c, IdempotencyKey key, byte[] fp, TransactionalWork work)
+      throws Exception {
+    boolean autoCommit = begin(c, key);
+    KeyTransaction tx = new KeyTransaction(settings, c, key, fp);
+    try {
+      return tx.run(work);
+    } finally {
+      if (!tx.ended) {
+        tx.rollback(null); // an Error from the work; never let the restore below commit
+      }
+      try {
+        c.setAutoCommit(autoCommit);
+      } catch (SQLException e) {
+        // The connection broke; the transaction has ended either way. The pool discards it.
+        LOG.log(System.Logger.Level.DEBUG, "cannot restore auto-commit", e);
+      }
+    }
+  }
+
+  private byte[] run(TransactionalWork work) throws Exception {
+    Acquisition a;
+    try {
+      a = settings.calls().begin(c, key, fp, settings.lockTimeoutMs());
+    } catch (SQLException e) {
+      RuntimeException out =
+          KeyCalls.LOCK_NOT_AVAILABLE.equals(e.getSQLState())
+              ? new KeyInProgressException(
+                  key,
+                  "another transaction held the key longer than the lock timeout ("
+                      + settings.lockTimeoutMs()
+                      + " ms); nothing ran",
+                  e)
+              : KeyCalls.failure(key, "acquire", e);
+      rollback(out);
+      throw out;
+    }
+    if (a instanceof Acquisition.Acquired owned) {
+      return runOwned(owned.token(), work);
+    }
+    rollback(null); // only read; ends the lock wait of duplicates behind this one at once
+    if (a instanceof Acquisition.Completed done) {
+      return StoredOutcome.replay(key, done.response());
+    }
+    if (a instanceof Acquisition.Mismatch) {
+      throw new KeyMismatchException(key, "the key was used with another payload", null);
+    }
+    throw new KeyInProgressException(
+        key,
+        "an owner outside a transaction holds the key until "
+            + ((Acquisition.InProgress) a).deadlineMs()
+            + " (database time); nothing ran",
+        null);
+  }
+
+  private byte[] runOwned(long token, TransactionalWork work) throws Exception {
+    Savepoint beforeWork = settings.storedFailures().isEmpty() ? null : savepoint();
+    byte[] value;
+    try {
+      value = work.run(c, token);
+    } catch (Exception e) {
+      if (beforeWork != null && stored(e)) {
+        storeFailure(token, beforeWork, e);
+      } else {
+        rollback(e);
+      }
+      throw e;
+    }
+    if (value == null) {
+      IllegalStateException e =
+          new IllegalStateException(
+              "the work returned null; return an empty array for an empty response");
+      rollback(e);
+      throw e;
+    }
+    String broken = brokenBy();
+    if (broken != null) {
+      IllegalStateException e = new IllegalStateException(broken);
+      rollback(e);
+      throw e;
+    }
+    settle(token, StoredOutcome.success(value));
+    return value;
+  }
+
+  /**
+   * What the work did to the transaction that began the key, if it cannot go on: ended it, or
+   * swallowed the error of a statement that aborted it. Null if it can.
+   */
+  private String brokenBy() {
+    try {
+      TransactionState state =
+          c.isWrapperFor(BaseConnection.class)
+              ? c.unwrap(BaseConnection.class).getTransactionState()
+              : TransactionState.OPEN;
+      if (c.getAutoCommit() || state == TransactionState.IDLE) {
+        return "the work ended the transaction (commit, rollback or auto-commit): its writes"
+            + " are not tied to the key, and the key's outcome was not recorded";
+      }
+      if (state == TransactionState.FAILED) {
+        return "a statement of the work failed and aborted the transaction, and the work went"
+            + " on: nothing was written";
+      }
+      return null;
+    } catch (SQLException e) {
+      return "the connection failed after the work: " + e.getMessage();
+    }
+  }
+
+  /** Rolls the work back to its savepoint, and stores and commits its failure as the outcome. */
+  private void storeFailure(long token, Savepoint beforeWork, Exception e) {
+    try {
+      c.rollback(beforeWork);
+    } catch (SQLException r) {
+      KeyStoreException out = KeyCalls.failure(key, "rollback to the savepoint", r);
+      out.addSuppressed(e);
+      rollback(out);
+      throw out;
+    }
+    settle(token, StoredOutcome.failure(e));
+  }
+
+  /** Completes the key with {@code stored} and commits. */
+  private void settle(long token, byte[] stored) {
+    if (stored.length > settings.maxResponseBytes()) {
+      IllegalArgumentException e =
+          new IllegalArgumentException(
+              "the response is "
+                  + stored.length
+                  + " bytes stored, over maxResponseBytes "
+                  + settings.maxResponseBytes()
+                  + "; nothing was written");
+      rollback(e);
+      throw e;
+    }
+    try {
+      settings.calls().finishAndCommit(c, key, fp, token, stored, settings.retentionMs());
+    } catch (SQLException e) {
+      RuntimeException out =
+          KeyCalls.CHANGED_HANDS.equals(e.getSQLState())
+              ? new KeyFencedException(
+                  key,
+                  "the key changed hands during the transaction (its locks were let go early):"
+                      + " token "
+                      + token
+                      + " no longer owns it; nothing of this transaction was written",
+                  e)
+              : new KeyStoreException(
+                  key,
+                  "completing and committing failed (SQLSTATE "
+                      + e.getSQLState()
+                      + ": "
+                      + e.getMessage()
+                      + "): the outcome is unknown (whether the work and its outcome were"
+                      + " recorded); a retry with the same key replays them if they were, or runs"
+                      + " the work if not",
+                  e);
+      rollback(out);
+      throw out;
+    }
+    ended = true;
+    try {
+      c.commit(); // the server's transaction has ended; this keeps a pool's bookkeeping right
+    } catch (SQLException e) {
+      LOG.log(System.Logger.Level.DEBUG, "commit after the committed finish", e);
+    }
+  }
+
+  private Savepoint savepoint() {
+    try {
+      return c.setSavepoint();
+    } catch (SQLException e) {
+      KeyStoreException out = KeyCalls.failure(key, "savepoint", e);
+      rollback(out);
+      throw out;
+    }
+  }
+
+  /**
+   * Rolls the transaction back. A failure is added to {@code inFlight}, or thrown as {@link
+   * KeyStoreException} if nothing is in flight: the connection is then unusable.
+   */
+  void rollback(Throwable inFlight) {
+    ended = true;
+    try {
+      c.rollback();
+    } catch (SQLException e) {
+      if (inFlight != null) {
+        inFlight.addSuppressed(e);
+      } else {
+        throw KeyCalls.failure(key, "rollback", e);
+      }
+    }
+  }
+
+  /**
+   * Starts the transaction (auto-commit off) on an idle connection; returns the mode to restore.
+   */
+  private static boolean begin(Connection c, IdempotencyKey key) {
+    try {
+      boolean autoCommit = c.getAutoCommit();
+      if (!autoCommit && c.isWrapperFor(BaseConnection.class)) {
+        TransactionState state = c.unwrap(BaseConnection.class).getTransactionState();
+        if (state != TransactionState.IDLE) {
+          throw new IllegalStateException(
+              "the connection is inside a transaction ("
+                  + state
+                  + "); inTransaction begins and ends its own: commit or roll back first");
+        }
+      }
+      c.setAutoCommit(false);
+      return autoCommit;
+    } catch (SQLException e) {
+      throw KeyCalls.failure(key, "begin", e);
+    }
+  }
+
+  private boolean stored(Exception e) {
+    for (Class<? extends Throwable> t : settings.storedFailures()) {
+      if (t.isInstance(e)) {
+        return true;
+      }
+    }
+    return false;
+  }
+}
