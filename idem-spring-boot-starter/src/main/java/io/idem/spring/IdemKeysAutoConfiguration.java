@@ -28,10 +28,13 @@ import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandl
  * endpoint's {@link Idempotent} policy, and the {@link IdempotencyKey} and {@code
  * IdempotentRequest} handler arguments. Every bean backs off when the application defines its own.
  *
- * <p>Stores, whichever is present: the Idem store when idem-keys-idem is on the class path and
- * {@code idem.keys.servers} is set (or the application has an {@code IdemClient} bean).
+ * <p>Stores, whichever is configured: the Idem store when idem-keys-idem is on the class path and
+ * {@code idem.keys.servers} is set (or the application has an {@code IdemClient} bean); the Redis
+ * store with idem-keys-redis and {@code idem.keys.redis.uri}; the PostgreSQL store with
+ * idem-keys-postgres, {@code idem.keys.postgres.enabled=true} and the application's DataSource.
  */
-@AutoConfiguration
+@AutoConfiguration(
+    afterName = "org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration")
 @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
 @ConditionalOnClass({IdempotencyFilter.class, DispatcherServlet.class})
 @ConditionalOnProperty(prefix = "idem.keys", name = "enabled", matchIfMissing = true)
@@ -39,22 +42,49 @@ import org.springframework.web.servlet.mvc.method.annotation.RequestMappingHandl
 public class IdemKeysAutoConfiguration {
 
   /*
-   * Where the other stores go (issue 13, modules idem-keys-redis and idem-keys-postgres): one
-   * nested configuration each, beside IdemStoreConfiguration below, of the same shape:
-   *
-   *   @Configuration(proxyBeanMethods = false)
-   *   @ConditionalOnClass(RedisKeyStore.class)            // or PostgresKeyStore.class
-   *   @ConditionalOnBean(<its client: a Lettuce connection / a DataSource>)
-   *   static class RedisStoreConfiguration {
-   *     @Bean @ConditionalOnMissingBean(KeyStore.class)
-   *     KeyStore redisKeyStore(...) { return RedisKeyStore.over(...); }
-   *   }
-   *
-   * with each store module an <optional> dependency of this one (as idem-keys-idem is), its
-   * properties under idem.keys.redis.* / idem.keys.postgres.*, and a test that starts the
-   * application with that store. The first KeyStore bean wins (@ConditionalOnMissingBean), so
-   * with several stores present the application names one with its own KeyStore bean.
+   * The stores: Idem (idem.keys.servers, or an IdemClient bean), Redis (idem.keys.redis.uri) and
+   * PostgreSQL (idem.keys.postgres.enabled=true, over the application's DataSource), each when its
+   * module is on the class path (optional dependencies of this one). Configure one; with several,
+   * the application names its own KeyStore bean, and every one of these backs off.
    */
+
+  /** The Redis store, when idem-keys-redis is present and {@code idem.keys.redis.uri} is set. */
+  @Configuration(proxyBeanMethods = false)
+  @ConditionalOnClass(name = "io.idem.keys.redis.RedisKeyStore")
+  @ConditionalOnProperty(prefix = "idem.keys.redis", name = "uri")
+  static class RedisStoreConfiguration {
+
+    @Bean(destroyMethod = "close")
+    @ConditionalOnMissingBean(KeyStore.class)
+    io.idem.keys.redis.RedisKeyStore redisKeyStore(IdemKeysProperties properties) {
+      return io.idem.keys.redis.RedisKeyStore.builder()
+          .uri(properties.getRedis().getUri())
+          .prefix(properties.getRedis().getPrefix())
+          .build();
+    }
+  }
+
+  /**
+   * The PostgreSQL store over the application's DataSource, when idem-keys-postgres is present and
+   * {@code idem.keys.postgres.enabled=true}; it migrates the schema at startup unless told not to.
+   */
+  @Configuration(proxyBeanMethods = false)
+  @ConditionalOnClass(name = "io.idem.keys.postgres.PostgresKeyStore")
+  @ConditionalOnProperty(prefix = "idem.keys.postgres", name = "enabled", havingValue = "true")
+  static class PostgresStoreConfiguration {
+
+    @Bean(destroyMethod = "close")
+    @ConditionalOnMissingBean(KeyStore.class)
+    io.idem.keys.postgres.PostgresKeyStore postgresKeyStore(
+        javax.sql.DataSource dataSource, IdemKeysProperties properties) {
+      io.idem.keys.postgres.PostgresKeyStore store =
+          io.idem.keys.postgres.PostgresKeyStore.builder(dataSource).build();
+      if (properties.getPostgres().isMigrate()) {
+        store.migrate();
+      }
+      return store;
+    }
+  }
 
   /** The Idem store, when idem-keys-idem is present. */
   @Configuration(proxyBeanMethods = false)

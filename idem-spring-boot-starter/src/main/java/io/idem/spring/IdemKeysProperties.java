@@ -202,4 +202,67 @@ public class IdemKeysProperties {
   IdempotencyPolicy defaultPolicy() {
     return new IdempotencyPolicy(keyRequired, waitForResult, storeServerErrors);
   }
+
+  private final Redis redis = new Redis();
+  private final Postgres postgres = new Postgres();
+
+  /** The Redis store's settings ({@code idem.keys.redis.*}). */
+  public Redis getRedis() {
+    return redis;
+  }
+
+  /** The PostgreSQL store's settings ({@code idem.keys.postgres.*}). */
+  public Postgres getPostgres() {
+    return postgres;
+  }
+
+  /** {@code idem.keys.redis.*}: the Redis store, when idem-keys-redis is present. */
+  public static class Redis {
+    /** The server, e.g. {@code redis://127.0.0.1:6379}. When set, the Redis store is the store. */
+    private String uri;
+
+    /** The namespace and hash tag of the records. */
+    private String prefix = "idem-keys";
+
+    public String getUri() {
+      return uri;
+    }
+
+    public void setUri(String uri) {
+      this.uri = uri;
+    }
+
+    public String getPrefix() {
+      return prefix;
+    }
+
+    public void setPrefix(String prefix) {
+      this.prefix = prefix;
+    }
+  }
+
+  /** {@code idem.keys.postgres.*}: the PostgreSQL store over the application's DataSource. */
+  public static class Postgres {
+    /** Use the application's DataSource for the key records. */
+    private boolean enabled = false;
+
+    /** Create or check the schema (table idem_keys) at startup. */
+    private boolean migrate = true;
+
+    public boolean isEnabled() {
+      return enabled;
+    }
+
+    public void setEnabled(boolean enabled) {
+      this.enabled = enabled;
+    }
+
+    public boolean isMigrate() {
+      return migrate;
+    }
+
+    public void setMigrate(boolean migrate) {
+      this.migrate = migrate;
+    }
+  }
 }
