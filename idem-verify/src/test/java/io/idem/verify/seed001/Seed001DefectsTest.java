@@ -1,4 +1,4 @@
-package io.idem.keys.redis.seed001;
+package io.idem.verify.seed001;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
