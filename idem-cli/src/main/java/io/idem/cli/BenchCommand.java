@@ -4,6 +4,7 @@ import io.idem.client.IdemClient;
 import io.idem.client.IdemTransport;
 import io.idem.client.KeyAcquisition;
 import io.idem.client.KeySettlement;
+import io.idem.client.Write;
 import io.idem.testkit.LocalCluster;
 import io.idem.testkit.RedisServer;
 import io.lettuce.core.ClientOptions;
@@ -11,6 +12,7 @@ import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.TimeoutOptions;
 import java.io.PrintWriter;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -148,6 +150,15 @@ final class BenchCommand implements Callable<Integer> {
               + " appendfsync), or off (no AOF). Default: ${DEFAULT-VALUE}.")
   String appendfsync;
 
+  @Option(
+      names = "--ledger",
+      description =
+          "With --workload keys: each keyed operation also appends an entry to a ledger list, the"
+              + " business step's write: in the completion on Idem (an append effect) and on the"
+              + " Redis store (an RPUSH effect), as a command of its own between TryAcquire and"
+              + " Confirm on seed001.")
+  boolean ledger;
+
   /** Tells this run's keys from an earlier run's against the same cluster. */
   private final String run = Long.toHexString(ThreadLocalRandom.current().nextLong());
 
@@ -194,6 +205,10 @@ final class BenchCommand implements Callable<Integer> {
           .println(
               "idem: --workload keys stores --value-size bytes as each key's response: at most "
                   + MAX_KEY_RESPONSE_BYTES);
+      return 2;
+    }
+    if (ledger && workload != Workload.keys) {
+      spec.commandLine().getErr().println("idem: --ledger applies to --workload keys");
       return 2;
     }
     if (store != Store.idem) {
@@ -271,8 +286,8 @@ final class BenchCommand implements Callable<Integer> {
       try (BenchTarget t =
           store == Store.redis
               ? new RedisStoreTarget(
-                  client, sessions, run, KEY_IN_PROGRESS, keyRetention, valueSize)
-              : new Seed001Target(client, sessions, run, KEY_IN_PROGRESS.toMillis())) {
+                  client, sessions, run, KEY_IN_PROGRESS, keyRetention, valueSize, ledger)
+              : new Seed001Target(client, sessions, run, KEY_IN_PROGRESS.toMillis(), ledger)) {
         return measure(t);
       } finally {
         client.shutdown(Duration.ZERO, Duration.ofSeconds(2));
@@ -393,7 +408,7 @@ final class BenchCommand implements Callable<Integer> {
         Locale.ROOT,
         "%s %s, %d sessions x window %d, %d-byte values, %.1f s after %.1f s warm-up: %.0f %s/s%n",
         target.name(),
-        workload,
+        workloadName(),
         sessions,
         window,
         valueSize,
@@ -417,7 +432,7 @@ final class BenchCommand implements Callable<Integer> {
             + "\"seconds\":%.2f,\"ops\":%d,\"ops_per_s\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
             + "\"p999_ms\":%.3f,\"retries\":%d,\"duplicates\":%d,\"errors\":%d}%n",
         target.name(),
-        workload,
+        workloadName(),
         sessions,
         window,
         valueSize,
@@ -494,7 +509,15 @@ final class BenchCommand implements Callable<Integer> {
         .thenCompose(
             a ->
                 a instanceof KeyAcquisition.Acquired got
-                    ? c.completeKeyAsync(KEY_SCOPE, key, got.token(), response, null)
+                    ? c.completeKeyAsync(
+                        KEY_SCOPE,
+                        key,
+                        got.token(),
+                        response,
+                        ledger
+                            ? Write.append(
+                                "bench/ledger/" + session, key.getBytes(StandardCharsets.UTF_8))
+                            : null)
                     : CompletableFuture.failedFuture(
                         new IllegalStateException("acquire of a new key answered " + a)))
         .thenApply(
@@ -504,6 +527,11 @@ final class BenchCommand implements Callable<Integer> {
               }
               return s;
             });
+  }
+
+  /** The workload's name in the report: {@code keys+ledger} with {@code --ledger}. */
+  private String workloadName() {
+    return workload + (ledger ? "+ledger" : "");
   }
 
   /** What one operation of the workload is, for the report. */

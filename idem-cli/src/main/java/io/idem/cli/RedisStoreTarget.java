@@ -2,10 +2,12 @@ package io.idem.cli;
 
 import io.idem.keys.Fingerprint;
 import io.idem.keys.IdempotencyKey;
+import io.idem.keys.redis.RedisEffect;
 import io.idem.keys.redis.RedisKeyStore;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.Settlement;
 import io.lettuce.core.RedisClient;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -16,7 +18,9 @@ import java.util.concurrent.CompletableFuture;
  * keyed operation acquires a key no one used before and completes it with a response, two Lua
  * scripts one after the other, as the Idem store's keyed operation is two commands. A "session" is
  * a {@link RedisKeyStore} with a connection of its own, all over one {@link RedisClient}: Lettuce's
- * model, one thread-safe connection that pipelines every caller's commands.
+ * model, one thread-safe connection that pipelines every caller's commands. With {@code ledger},
+ * the completion also carries the business step's write, an {@code RPUSH} of the key's name to the
+ * session's ledger list ({@link RedisEffect}, in the same script).
  */
 final class RedisStoreTarget implements BenchTarget {
   private final List<RedisKeyStore> stores = new ArrayList<>();
@@ -24,6 +28,7 @@ final class RedisStoreTarget implements BenchTarget {
   private final Duration inProgress;
   private final Duration retention;
   private final byte[] response;
+  private final boolean ledger;
 
   RedisStoreTarget(
       RedisClient client,
@@ -31,11 +36,13 @@ final class RedisStoreTarget implements BenchTarget {
       String run,
       Duration inProgress,
       Duration retention,
-      int responseSize) {
+      int responseSize,
+      boolean ledger) {
     this.run = run;
     this.inProgress = inProgress;
     this.retention = retention;
     this.response = new byte[responseSize];
+    this.ledger = ledger;
     try {
       for (int i = 0; i < sessions; i++) {
         stores.add(RedisKeyStore.builder().client(client).prefix("bench").build());
@@ -60,7 +67,7 @@ final class RedisStoreTarget implements BenchTarget {
         .thenCompose(
             a ->
                 a instanceof Acquisition.Acquired got
-                    ? store.complete(key, got.token(), response)
+                    ? store.complete(key, got.token(), response, effect(store, session, key))
                     : CompletableFuture.failedFuture(
                         new IllegalStateException("acquire of a new key answered " + a)))
         .thenApply(
@@ -71,6 +78,14 @@ final class RedisStoreTarget implements BenchTarget {
               return s;
             })
         .toCompletableFuture();
+  }
+
+  /** The ledger push, or null (none). */
+  private RedisEffect effect(RedisKeyStore store, int session, IdempotencyKey key) {
+    return ledger
+        ? RedisEffect.push(
+            store.hashTag() + ":ledger:" + session, key.key().getBytes(StandardCharsets.UTF_8))
+        : null;
   }
 
   @Override

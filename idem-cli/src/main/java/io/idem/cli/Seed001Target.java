@@ -15,17 +15,21 @@ import java.util.concurrent.CompletableFuture;
  * commands one after the other. A "session" is a connection of its own, over one {@link
  * RedisClient}, as for the store. The seed keeps no response, and its errors are invisible by
  * design (TryAcquire answers true, Confirm answers nothing), so only a false from TryAcquire counts
- * as an error here.
+ * as an error here. With {@code ledger}, the business step's write goes between the two, as the
+ * seed's caller does it: an {@code RPUSH} of the id to the session's ledger list, a command of its
+ * own.
  */
 final class Seed001Target implements BenchTarget {
   private final List<StatefulRedisConnection<String, String>> connections = new ArrayList<>();
   private final List<Seed001> seeds = new ArrayList<>();
   private final String run;
   private final long timeoutMs;
+  private final boolean ledger;
 
-  Seed001Target(RedisClient client, int sessions, String run, long timeoutMs) {
+  Seed001Target(RedisClient client, int sessions, String run, long timeoutMs, boolean ledger) {
     this.run = run;
     this.timeoutMs = timeoutMs;
+    this.ledger = ledger;
     try {
       for (int i = 0; i < sessions; i++) {
         StatefulRedisConnection<String, String> c = client.connect();
@@ -51,9 +55,21 @@ final class Seed001Target implements BenchTarget {
         .thenCompose(
             acquired ->
                 acquired
-                    ? seed.confirmAsync(id)
+                    ? write(session, id).thenCompose(w -> seed.confirmAsync(id))
                     : CompletableFuture.failedFuture(
                         new IllegalStateException("TryAcquire of a new id answered false")));
+  }
+
+  /** The business write, when there is one: RPUSH to the session's ledger. */
+  private CompletableFuture<?> write(int session, String id) {
+    if (!ledger) {
+      return CompletableFuture.completedFuture(null);
+    }
+    return connections
+        .get(session)
+        .async()
+        .rpush(BenchCommand.KEY_SCOPE + ":ledger:" + session, id)
+        .toCompletableFuture();
   }
 
   @Override

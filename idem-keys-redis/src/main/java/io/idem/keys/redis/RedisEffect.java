@@ -26,7 +26,7 @@ public sealed interface RedisEffect {
 
   /** {@code SET key value}: writes {@code value} at {@code key} (no expiry; replaces any type). */
   static RedisEffect set(String key, byte[] value) {
-    return new Set(key, copy(value));
+    return new SetValue(key, copy(value));
   }
 
   /** {@code INCRBY key delta}: adds {@code delta} to the integer at {@code key} (absent: 0). */
@@ -39,7 +39,7 @@ public sealed interface RedisEffect {
     if (field == null) {
       throw new IllegalArgumentException("field must not be null");
     }
-    return new HashSet(key, field, copy(value));
+    return new HashField(key, field, copy(value));
   }
 
   /** The Redis key written. */
@@ -64,10 +64,10 @@ public sealed interface RedisEffect {
   }
 
   /** See {@link #set}. */
-  record Set(String key, byte[] value) implements RedisEffect {
+  record SetValue(String key, byte[] value) implements RedisEffect {
     @Override
     public boolean equals(Object o) {
-      return o instanceof Set s && s.key.equals(key) && Arrays.equals(s.value, value);
+      return o instanceof SetValue s && s.key.equals(key) && Arrays.equals(s.value, value);
     }
 
     @Override
@@ -85,10 +85,10 @@ public sealed interface RedisEffect {
   record IncrementBy(String key, long delta) implements RedisEffect {}
 
   /** See {@link #hashSet}. */
-  record HashSet(String key, String field, byte[] value) implements RedisEffect {
+  record HashField(String key, String field, byte[] value) implements RedisEffect {
     @Override
     public boolean equals(Object o) {
-      return o instanceof HashSet h
+      return o instanceof HashField h
           && h.key.equals(key)
           && h.field.equals(field)
           && Arrays.equals(h.value, value);

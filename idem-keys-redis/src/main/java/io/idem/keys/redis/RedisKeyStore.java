@@ -15,16 +15,18 @@ import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.api.async.RedisAsyncCommands;
 import io.lettuce.core.codec.ByteArrayCodec;
 import java.nio.charset.StandardCharsets;
+import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.Arrays;
+import java.util.Base64;
 import java.util.List;
-import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
 
 /**
@@ -102,6 +104,8 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
   private final Duration timeout;
   private final int maxResponseBytes;
   private final Executor completions;
+  private final String attemptPrefix;
+  private final AtomicLong attempts = new AtomicLong();
 
   private RedisKeyStore(
       Builder b, RedisClient ownedClient, StatefulRedisConnection<byte[], byte[]> connection) {
@@ -114,6 +118,9 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
     this.timeout = b.timeout;
     this.maxResponseBytes = b.maxResponseBytes;
     this.completions = b.completionExecutor;
+    byte[] nonce = new byte[16];
+    new SecureRandom().nextBytes(nonce);
+    this.attemptPrefix = Base64.getUrlEncoder().withoutPadding().encodeToString(nonce) + ":";
   }
 
   /** A builder: give it a {@link Builder#client} or a {@link Builder#uri}. */
@@ -138,7 +145,7 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
               ascii(retentionMs),
               // A fresh id per call: Lettuce may resend this very command after a reconnect, and
               // the script then answers what the first run answered.
-              UUID.randomUUID().toString().getBytes(StandardCharsets.US_ASCII));
+              attemptId());
         },
         RedisKeyStore::acquisition);
   }
@@ -290,13 +297,13 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
     if (effect instanceof RedisEffect.Push p) {
       return new byte[][] {t, response, utf8("RPUSH"), value(p.value())};
     }
-    if (effect instanceof RedisEffect.Set p) {
+    if (effect instanceof RedisEffect.SetValue p) {
       return new byte[][] {t, response, utf8("SET"), value(p.value())};
     }
     if (effect instanceof RedisEffect.IncrementBy p) {
       return new byte[][] {t, response, utf8("INCRBY"), ascii(p.delta())};
     }
-    RedisEffect.HashSet p = (RedisEffect.HashSet) effect; // the last of a sealed set
+    RedisEffect.HashField p = (RedisEffect.HashField) effect; // the last of a sealed set
     return new byte[][] {t, response, utf8("HSET"), utf8(p.field()), value(p.value())};
   }
 
@@ -314,6 +321,16 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
 
   private static byte[] utf8(String s) {
     return s.getBytes(StandardCharsets.UTF_8);
+  }
+
+  /**
+   * A fresh attempt id: this store's 128 random bits (drawn once, so that no two stores share them
+   * but with negligible chance), then a counter. Cheaper than a random UUID per call, which draws
+   * from SecureRandom under a lock on the hot path.
+   */
+  private byte[] attemptId() {
+    return (attemptPrefix + Long.toString(attempts.incrementAndGet(), 36))
+        .getBytes(StandardCharsets.US_ASCII);
   }
 
   /** The namespace's token counter key. */

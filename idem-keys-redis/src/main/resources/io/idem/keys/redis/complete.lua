@@ -33,7 +33,8 @@ if effect then
     return {'E', done.err}
   end
 end
+-- The acquire's attempt id 'a' stays: an acquire that finds 'v' answers Completed before it
+-- looks at 'a', so deleting it would cost a command (and an AOF entry) for nothing.
 redis.call('HSET', KEYS[1], 'v', ARGV[2], 'c', int(now_ms))
-redis.call('HDEL', KEYS[1], 'a')
 redis.call('PEXPIRE', KEYS[1], tonumber(rec[3]))
 return {'D', '0'}
