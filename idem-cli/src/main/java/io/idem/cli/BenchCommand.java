@@ -4,8 +4,15 @@ import io.idem.client.IdemClient;
 import io.idem.client.IdemTransport;
 import io.idem.client.KeyAcquisition;
 import io.idem.client.KeySettlement;
+import io.idem.client.Write;
 import io.idem.testkit.LocalCluster;
+import io.idem.testkit.RedisServer;
+import io.lettuce.core.ClientOptions;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.TimeoutOptions;
 import java.io.PrintWriter;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -18,6 +25,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Stream;
 import org.HdrHistogram.Histogram;
 import org.HdrHistogram.Recorder;
@@ -29,7 +37,9 @@ import picocli.CommandLine.Spec;
 /**
  * {@code idem bench}: many sessions, each pipelining exactly-once writes, against {@code --servers}
  * or an in-process cluster ({@code --local N}). Prints throughput and latency percentiles
- * (HdrHistogram); the last line is JSON.
+ * (HdrHistogram); the last line is JSON. With {@code --workload keys}, {@code --store} chooses
+ * where the keys live: Idem, or the Redis store or seed 001's algorithm on a private redis-server
+ * the bench starts, in the same closed loops with the same report.
  */
 @Command(
     name = "bench",
@@ -111,6 +121,44 @@ final class BenchCommand implements Callable<Integer> {
               + " throughput x retention records. Default: ${DEFAULT-VALUE}.")
   Duration keyRetention;
 
+  enum Store {
+    idem,
+    redis,
+    seed001
+  }
+
+  @Option(
+      names = "--store",
+      defaultValue = "idem",
+      description =
+          "With --workload keys: idem (the cluster at --servers or --local), redis (the Redis key"
+              + " store) or seed001 (seed 001's TryAcquire and Confirm, the broken baseline), both"
+              + " on a private redis-server the bench starts and stops. Default: ${DEFAULT-VALUE}.")
+  Store store;
+
+  @Option(
+      names = "--redis-server",
+      defaultValue = RedisServer.DEFAULT_BINARY,
+      description = "The redis-server binary for --store redis|seed001. Default: ${DEFAULT-VALUE}.")
+  String redisServer;
+
+  @Option(
+      names = "--appendfsync",
+      defaultValue = "everysec",
+      description =
+          "The private redis-server's AOF: always, everysec or no (appendonly yes with that"
+              + " appendfsync), or off (no AOF). Default: ${DEFAULT-VALUE}.")
+  String appendfsync;
+
+  @Option(
+      names = "--ledger",
+      description =
+          "With --workload keys: each keyed operation also appends an entry to a ledger list, the"
+              + " business step's write: in the completion on Idem (an append effect) and on the"
+              + " Redis store (an RPUSH effect), as a command of its own between TryAcquire and"
+              + " Confirm on seed001.")
+  boolean ledger;
+
   /** Tells this run's keys from an earlier run's against the same cluster. */
   private final String run = Long.toHexString(ThreadLocalRandom.current().nextLong());
 
@@ -159,6 +207,27 @@ final class BenchCommand implements Callable<Integer> {
                   + MAX_KEY_RESPONSE_BYTES);
       return 2;
     }
+    if (ledger && workload != Workload.keys) {
+      spec.commandLine().getErr().println("idem: --ledger applies to --workload keys");
+      return 2;
+    }
+    if (store != Store.idem) {
+      if (workload != Workload.keys || target != Target.idem || local != 0) {
+        spec.commandLine()
+            .getErr()
+            .println(
+                "idem: --store " + store + " runs the keys workload on its own redis-server only");
+        return 2;
+      }
+      RedisServer.Aof aof;
+      try {
+        aof = RedisServer.Aof.named(appendfsync);
+      } catch (IllegalArgumentException e) {
+        spec.commandLine().getErr().println("idem: --appendfsync: " + e.getMessage());
+        return 2;
+      }
+      return onRedis(aof);
+    }
     if (target == Target.etcd) {
       if (local != 0 || workload != Workload.put) {
         spec.commandLine()
@@ -178,6 +247,51 @@ final class BenchCommand implements Callable<Integer> {
     try (LocalCluster cluster = LocalCluster.start(local, dir)) {
       cluster.waitForLeader(Duration.ofSeconds(30));
       return run(String.join(",", cluster.clientAddresses()));
+    } finally {
+      try (Stream<Path> files = Files.walk(dir)) {
+        for (Path p : files.sorted(Comparator.reverseOrder()).toList()) {
+          Files.deleteIfExists(p);
+        }
+      }
+    }
+  }
+
+  /**
+   * Starts a private redis-server in a temporary directory, runs the keys workload on it through
+   * the Redis store or seed 001, stops it (by PID) and deletes the directory.
+   */
+  private int onRedis(RedisServer.Aof aof) throws Exception {
+    Path dir = Files.createTempDirectory("idem-bench-redis");
+    try (RedisServer redis = RedisServer.start(redisServer, dir, aof)) {
+      RedisClient client =
+          RedisClient.create(
+              RedisURI.builder(RedisURI.create(redis.uri()))
+                  .withTimeout(Duration.ofSeconds(10))
+                  .build());
+      client.setOptions(
+          ClientOptions.builder()
+              .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
+              .timeoutOptions(TimeoutOptions.enabled(Duration.ofSeconds(10)))
+              .build());
+      spec.commandLine()
+          .getOut()
+          .printf(
+              "%s on a private %s (pid %d, %s), appendfsync %s, data in %s%n",
+              store,
+              redisServer,
+              redis.pid(),
+              redis.uri(),
+              aof.name().toLowerCase(Locale.ROOT),
+              dir);
+      try (BenchTarget t =
+          store == Store.redis
+              ? new RedisStoreTarget(
+                  client, sessions, run, KEY_IN_PROGRESS, keyRetention, valueSize, ledger)
+              : new Seed001Target(client, sessions, run, KEY_IN_PROGRESS.toMillis(), ledger)) {
+        return measure(t);
+      } finally {
+        client.shutdown(Duration.ZERO, Duration.ofSeconds(2));
+      }
     } finally {
       try (Stream<Path> files = Files.walk(dir)) {
         for (Path p : files.sorted(Comparator.reverseOrder()).toList()) {
@@ -255,10 +369,11 @@ final class BenchCommand implements Callable<Integer> {
     Recorder recorder = new Recorder(3);
     AtomicLong done = new AtomicLong();
     AtomicLong errors = new AtomicLong();
+    AtomicReference<Throwable> firstError = new AtomicReference<>();
     AtomicLong inFlight = new AtomicLong();
     long warmupEnd = System.nanoTime() + warmup.toNanos();
     long end = warmupEnd + duration.toNanos();
-    Lanes lanes = new Lanes(target, end, warmupEnd, recorder, done, errors, inFlight);
+    Lanes lanes = new Lanes(target, end, warmupEnd, recorder, done, errors, firstError, inFlight);
     for (int i = 0; i < sessions; i++) {
       AtomicLong counter = new AtomicLong();
       for (int lane = 0; lane < window; lane++) {
@@ -293,7 +408,7 @@ final class BenchCommand implements Callable<Integer> {
         Locale.ROOT,
         "%s %s, %d sessions x window %d, %d-byte values, %.1f s after %.1f s warm-up: %.0f %s/s%n",
         target.name(),
-        workload,
+        workloadName(),
         sessions,
         window,
         valueSize,
@@ -317,7 +432,7 @@ final class BenchCommand implements Callable<Integer> {
             + "\"seconds\":%.2f,\"ops\":%d,\"ops_per_s\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
             + "\"p999_ms\":%.3f,\"retries\":%d,\"duplicates\":%d,\"errors\":%d}%n",
         target.name(),
-        workload,
+        workloadName(),
         sessions,
         window,
         valueSize,
@@ -330,6 +445,9 @@ final class BenchCommand implements Callable<Integer> {
         retries,
         duplicates,
         errors.get());
+    if (firstError.get() != null) {
+      spec.commandLine().getErr().println("idem: first error: " + Errors.oneLine(firstError.get()));
+    }
     return errors.get() == 0 ? 0 : 1;
   }
 
@@ -341,6 +459,7 @@ final class BenchCommand implements Callable<Integer> {
       Recorder recorder,
       AtomicLong done,
       AtomicLong errors,
+      AtomicReference<Throwable> firstError,
       AtomicLong inFlight) {
 
     void issue(int session, AtomicLong counter) {
@@ -356,6 +475,7 @@ final class BenchCommand implements Callable<Integer> {
                 long t1 = System.nanoTime();
                 if (e != null) {
                   errors.incrementAndGet();
+                  firstError.compareAndSet(null, e);
                 } else if (t0 >= warmupEnd && t1 < end) {
                   recorder.recordValue(Math.max(1, (t1 - t0) / 1_000));
                   done.incrementAndGet();
@@ -389,7 +509,15 @@ final class BenchCommand implements Callable<Integer> {
         .thenCompose(
             a ->
                 a instanceof KeyAcquisition.Acquired got
-                    ? c.completeKeyAsync(KEY_SCOPE, key, got.token(), response, null)
+                    ? c.completeKeyAsync(
+                        KEY_SCOPE,
+                        key,
+                        got.token(),
+                        response,
+                        ledger
+                            ? Write.append(
+                                "bench/ledger/" + session, key.getBytes(StandardCharsets.UTF_8))
+                            : null)
                     : CompletableFuture.failedFuture(
                         new IllegalStateException("acquire of a new key answered " + a)))
         .thenApply(
@@ -399,6 +527,11 @@ final class BenchCommand implements Callable<Integer> {
               }
               return s;
             });
+  }
+
+  /** The workload's name in the report: {@code keys+ledger} with {@code --ledger}. */
+  private String workloadName() {
+    return workload + (ledger ? "+ledger" : "");
   }
 
   /** What one operation of the workload is, for the report. */

@@ -150,6 +150,87 @@ class IdemCliTest {
   }
 
   @Test
+  void benchKeysOnTheRedisStoreAndOnSeed001RunOnAPrivateRedisServerStoppedAfterwards() {
+    for (String store : List.of("redis", "seed001")) {
+      out.getBuffer().setLength(0);
+      assertThat(
+              run(
+                  "bench",
+                  "--workload",
+                  "keys",
+                  "--store",
+                  store,
+                  "--appendfsync",
+                  "always",
+                  "--sessions",
+                  "2",
+                  "--window",
+                  "4",
+                  "--warmup",
+                  "1s",
+                  "--duration",
+                  "2s"))
+          .as(err.toString())
+          .isZero();
+      String[] lines = out.toString().strip().split("[\\r\\n]+");
+      assertThat(lines[0])
+          .startsWith(store + " on a private redis-server")
+          .contains("appendfsync always");
+      String json = lines[lines.length - 1];
+      assertThat(json)
+          .startsWith("{\"target\":\"" + store + "\"")
+          .contains("\"workload\":\"keys\"")
+          .contains("\"errors\":0}");
+      Matcher ops = Pattern.compile("\"ops\":(\\d+),").matcher(json);
+      assertThat(ops.find()).as(json).isTrue();
+      assertThat(Long.parseLong(ops.group(1))).isPositive();
+      Matcher pid = Pattern.compile("\\(pid (\\d+),").matcher(lines[0]);
+      assertThat(pid.find()).as(lines[0]).isTrue();
+      assertThat(ProcessHandle.of(Long.parseLong(pid.group(1))).map(ProcessHandle::isAlive))
+          .as("the private redis-server is stopped")
+          .isNotEqualTo(java.util.Optional.of(true));
+    }
+  }
+
+  @Test
+  void benchOnRedisChecksItsSettings() {
+    assertThat(run("bench", "--store", "redis")).isEqualTo(2); // the put workload
+    assertOneLineError("--store redis runs the keys workload on its own redis-server only");
+    err.getBuffer().setLength(0);
+    assertThat(run("bench", "--workload", "keys", "--store", "seed001", "--local", "1"))
+        .isEqualTo(2);
+    err.getBuffer().setLength(0);
+    assertThat(run("bench", "--workload", "keys", "--store", "redis", "--appendfsync", "sometimes"))
+        .isEqualTo(2);
+    assertOneLineError("always, everysec, no or off, got sometimes");
+    err.getBuffer().setLength(0);
+    assertThat(
+            run(
+                "bench",
+                "--workload",
+                "keys",
+                "--store",
+                "redis",
+                "--redis-server",
+                "/nonexistent/redis-server"))
+        .isEqualTo(1);
+    assertOneLineError("/nonexistent/redis-server");
+  }
+
+  @Test
+  void verifyKeysKnowsItsStores() {
+    assertThat(run("verify", "--workload", "keys", "--store", "mongo")).isEqualTo(2);
+    assertOneLineError("no store named mongo");
+    err.getBuffer().setLength(0);
+    assertThat(run("verify", "--store", "redis")).isEqualTo(2);
+    assertOneLineError("--store applies to --workload keys");
+    err.getBuffer().setLength(0);
+    assertThat(run("verify", "--workload", "keys", "--store", "redis", "--negative-control"))
+        .isEqualTo(2);
+    assertOneLineError("the negative control is the store seed001");
+  }
+
+  @Test
   void benchAgainstEtcdChecksItsSettingsAndSaysWhenNobodyAnswers() {
     assertThat(run("bench", "--target", "etcd", "--local", "1")).isEqualTo(2);
     assertOneLineError("--target etcd runs the put workload against --servers only");

@@ -1,12 +1,5 @@
 package io.idem.verify;
 
-import io.idem.client.Fence;
-import io.idem.client.FencedWriteException;
-import io.idem.client.IdemClient;
-import io.idem.client.IdemException;
-import io.idem.client.KeyAcquisition;
-import io.idem.client.KeySettlement;
-import io.idem.client.Write;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -23,69 +16,58 @@ import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * A payment service in a process of its own, for the keys campaign to kill, pause and restart: seed
- * 001's {@code withdraw(id, account, amount)} behind an application idempotency key on Idem. Every
- * worker processes the same stream of payments (lane {@code l} takes payments {@code l, l + lanes,
- * ...}), so each payment arrives at every worker: concurrent duplicates and retries, as a
- * redelivering queue makes them.
+ * 001's {@code withdraw(id, account, amount)} behind an application idempotency key, on any store
+ * the campaign runs ({@link PaymentStore}: Idem, Redis, seed 001). Every worker processes the same
+ * stream of payments (lane {@code l} takes payments {@code l, l + lanes, ...}), so each payment
+ * arrives at every worker: concurrent duplicates and retries, as a redelivering queue makes them.
  *
- * <p>One payment, fenced (the default): acquire {@code payments/pay-i}; the business step takes
- * {@code business-ms}; a fenced put of the payment's status record {@code payment/i} (the owner's
- * token); then the completion, carrying the ledger entry {@code i:amount:token} appended to {@code
- * ledger/account} in the same step. A stale owner's put and completion are refused by the fence; a
- * takeover owner redoes both. Unfenced (the negative control): the same writes without fence, and
- * the ledger entry as a write of its own before the completion, as seed 001 does it.
+ * <p>One payment ({@link #pay}): acquire its key; if owned, the business step takes {@code
+ * business-ms}, then the store's writes and the completion ({@link PaymentBackend#pay}: on Idem a
+ * fenced status put, then the completion carrying the ledger append; on Redis the completion
+ * carrying the ledger push; on seed 001 the push, then Confirm). A fenced refusal sends the worker
+ * back to acquire, which then replays the winner's answer. A key in progress elsewhere is asked
+ * again every 50 ms; a store error (outcome unknown) after 100 ms, with the same key.
  *
  * <p>The journal gets {@code start lane i} before a payment and {@code ack lane i response} when
- * the worker answered it; {@code refused i} for every fenced refusal it met. A restarted worker
- * resumes each lane at the last payment it started.
+ * the worker answered it; {@code owned i token} when it acquired a payment's key, and {@code
+ * refused i} for every fenced refusal it met. A restarted worker resumes each lane at the last
+ * payment it started.
  *
- * <p>Arguments: {@code servers journal lanes end-nanos fenced in-progress-ms business-ms accounts}.
- * {@code end-nanos} is a {@link System#nanoTime} of the campaign's process (one clock per machine).
+ * <p>Arguments: {@code store address journal lanes end-nanos fenced in-progress-ms business-ms
+ * accounts}. {@code end-nanos} is a {@link System#nanoTime} of the campaign's process (one clock
+ * per machine).
  */
 public final class PaymentWorker {
-  /** The scope of the payments' keys. */
-  static final String SCOPE = "payments";
+  /** A worker's answer for a completed payment whose store keeps no response (seed 001). */
+  static final String NO_RESPONSE = "confirmed";
 
-  private final IdemClient client;
+  private final PaymentBackend backend;
   private final BufferedWriter journal;
-  private final boolean fenced;
   private final Duration inProgress;
   private final long businessMs;
   private final int accounts;
   private final AtomicLong refusals = new AtomicLong();
 
   private PaymentWorker(
-      IdemClient client,
+      PaymentBackend backend,
       BufferedWriter journal,
-      boolean fenced,
       Duration inProgress,
       long businessMs,
       int accounts) {
-    this.client = client;
+    this.backend = backend;
     this.journal = journal;
-    this.fenced = fenced;
     this.inProgress = inProgress;
     this.businessMs = businessMs;
     this.accounts = accounts;
   }
 
   /**
-   * A worker in this process, without a journal, over {@code client}: the campaign's settling pass
+   * A worker in this process, without a journal, over {@code backend}: the campaign's settling pass
    * after the faults.
    */
   static PaymentWorker settler(
-      IdemClient client, boolean fenced, Duration inProgress, long businessMs, int accounts) {
-    return new PaymentWorker(client, null, fenced, inProgress, businessMs, accounts);
-  }
-
-  /** The account payment {@code i} debits. */
-  static int account(long i, int accounts) {
-    return (int) (i % accounts);
-  }
-
-  /** The amount of payment {@code i}. */
-  static long amount(long i) {
-    return 1 + (i * 31) % 97;
+      PaymentBackend backend, Duration inProgress, long businessMs, int accounts) {
+    return new PaymentWorker(backend, null, inProgress, businessMs, accounts);
   }
 
   /** The key of payment {@code i}. */
@@ -95,26 +77,22 @@ public final class PaymentWorker {
 
   /** Runs the worker; exit status 0 when it ran to its end, 2 on bad arguments. */
   public static void main(String[] args) throws Exception {
-    if (args.length != 8) {
+    if (args.length != 9) {
       System.err.println(
-          "usage: PaymentWorker servers journal lanes end-nanos fenced in-progress-ms business-ms"
-              + " accounts");
+          "usage: PaymentWorker store address journal lanes end-nanos fenced in-progress-ms"
+              + " business-ms accounts");
       System.exit(2);
     }
-    Path journalFile = Path.of(args[1]);
-    int lanes = Integer.parseInt(args[2]);
-    long end = Long.parseLong(args[3]);
-    boolean fenced = Boolean.parseBoolean(args[4]);
-    Duration inProgress = Duration.ofMillis(Long.parseLong(args[5]));
-    long businessMs = Long.parseLong(args[6]);
-    int accounts = Integer.parseInt(args[7]);
+    PaymentStore store = PaymentStore.named(args[0]);
+    Path journalFile = Path.of(args[2]);
+    int lanes = Integer.parseInt(args[3]);
+    long end = Long.parseLong(args[4]);
+    boolean fenced = Boolean.parseBoolean(args[5]);
+    Duration inProgress = Duration.ofMillis(Long.parseLong(args[6]));
+    long businessMs = Long.parseLong(args[7]);
+    int accounts = Integer.parseInt(args[8]);
     Map<Integer, Long> resume = resumePoints(journalFile, lanes);
-    try (IdemClient client =
-            IdemClient.builder()
-                .servers(args[0])
-                .requestTimeout(Duration.ofSeconds(20))
-                .stallTimeout(Duration.ofSeconds(2))
-                .build();
+    try (PaymentBackend backend = connect(store, args[1], fenced, end);
         BufferedWriter w =
             Files.newBufferedWriter(
                 journalFile,
@@ -122,7 +100,7 @@ public final class PaymentWorker {
                 StandardOpenOption.CREATE,
                 StandardOpenOption.APPEND)) {
       w.newLine(); // a line torn by a kill -9 of the previous life ends here
-      PaymentWorker worker = new PaymentWorker(client, w, fenced, inProgress, businessMs, accounts);
+      PaymentWorker worker = new PaymentWorker(backend, w, inProgress, businessMs, accounts);
       List<Thread> threads = new ArrayList<>();
       for (int l = 0; l < lanes; l++) {
         long first = resume.getOrDefault(l, (long) l);
@@ -135,6 +113,24 @@ public final class PaymentWorker {
       }
     }
     System.exit(0);
+  }
+
+  /**
+   * Connects, asking again every 200 ms while the store is down (a worker restarted during a store
+   * fault), until {@code end}.
+   */
+  private static PaymentBackend connect(
+      PaymentStore store, String address, boolean fenced, long end) throws InterruptedException {
+    while (true) {
+      try {
+        return store.connect(address, fenced, false);
+      } catch (PaymentBackend.Unavailable e) {
+        if (System.nanoTime() > end) {
+          throw e;
+        }
+        Thread.sleep(200);
+      }
+    }
   }
 
   /** Each lane's last started payment in the journal (a torn last line is ignored). */
@@ -176,27 +172,29 @@ public final class PaymentWorker {
    * another's. Null if {@code giveUp} (nanoTime) passed first.
    */
   String pay(long i, long giveUp) {
-    byte[] fingerprint = (account(i, accounts) + ":" + amount(i)).getBytes(StandardCharsets.UTF_8);
+    Payment p = Payment.of(i, accounts);
     while (System.nanoTime() < giveUp) {
       try {
-        KeyAcquisition a =
-            client.acquireKey(SCOPE, key(i), fingerprint, inProgress, Duration.ofHours(1));
-        if (a instanceof KeyAcquisition.Completed c) {
-          return new String(c.response(), StandardCharsets.UTF_8);
+        PaymentBackend.Claim c = backend.acquire(p, inProgress);
+        if (c instanceof PaymentBackend.Claim.Done d) {
+          return d.response() != null ? d.response() : NO_RESPONSE;
         }
-        if (a instanceof KeyAcquisition.Mismatch) {
+        if (c instanceof PaymentBackend.Claim.Mismatch) {
           write("mismatch " + i);
           return "mismatch";
         }
-        if (a instanceof KeyAcquisition.Acquired owned) {
-          String done = run(i, owned.token());
+        if (c instanceof PaymentBackend.Claim.Owned owned) {
+          write("owned " + i + " " + owned.token());
+          Thread.sleep(businessMs); // the business step
+          String done = backend.pay(p, owned.token());
           if (done != null) {
             return done;
           }
+          refused(i); // a newer owner fenced this one off: ask again, for its answer
         } else {
           Thread.sleep(50); // in progress elsewhere: ask again
         }
-      } catch (IdemException e) {
+      } catch (PaymentBackend.Unavailable e) {
         sleepQuietly(100); // not sent or outcome unknown: ask again with the same key
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
@@ -204,35 +202,6 @@ public final class PaymentWorker {
       }
     }
     return null;
-  }
-
-  /** The business step under {@code token}; its response, or null if a newer owner fenced it. */
-  private String run(long i, long token) throws InterruptedException {
-    Thread.sleep(businessMs);
-    String ledger = "ledger/" + account(i, accounts);
-    byte[] entry = (i + ":" + amount(i) + ":" + token).getBytes(StandardCharsets.UTF_8);
-    byte[] status = Long.toString(token).getBytes(StandardCharsets.UTF_8);
-    String response = "paid " + i + " amount " + amount(i) + " token " + token;
-    byte[] body = response.getBytes(StandardCharsets.UTF_8);
-    KeySettlement s;
-    if (fenced) {
-      try {
-        client.fenced(new Fence(SCOPE, key(i), token)).put("payment/" + i, status);
-      } catch (FencedWriteException e) {
-        refused(i);
-        return null;
-      }
-      s = client.completeKey(SCOPE, key(i), token, body, Write.append(ledger, entry));
-    } else {
-      client.put("payment/" + i, status);
-      client.append(ledger, entry);
-      s = client.completeKey(SCOPE, key(i), token, body);
-    }
-    if (s instanceof KeySettlement.Fenced) {
-      refused(i);
-      return null;
-    }
-    return response;
   }
 
   private void refused(long i) {

@@ -15,15 +15,18 @@ import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.api.async.RedisAsyncCommands;
 import io.lettuce.core.codec.ByteArrayCodec;
 import java.nio.charset.StandardCharsets;
+import java.security.SecureRandom;
 import java.time.Duration;
+import java.util.Arrays;
+import java.util.Base64;
 import java.util.List;
-import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
 
 /**
@@ -49,6 +52,12 @@ import java.util.function.Function;
  * with the tail of an AOF (a crash under {@code appendfsync everysec}): every token handed out
  * before was at most the clock then, and the clock has moved on (unless the server's clock is set
  * back by more than the outage). See docs/KEYS.md, "Redis store".
+ *
+ * <p><b>Completions that carry the business write.</b> {@link #complete(IdempotencyKey, long,
+ * byte[], RedisEffect)} applies one {@link RedisEffect} ({@code RPUSH}, {@code SET}, {@code INCRBY}
+ * or {@code HSET} on a key of the namespace) in the completion's script, only if the token still
+ * owns the key: the write and the completion land together or not at all. Fencing stops a stale
+ * owner; this stops a redo by the next owner after a crash between the write and the completion.
  *
  * <p><b>Cluster.</b> Every key of a namespace carries the hash tag {@code {prefix}}, so a namespace
  * lives in one hash slot and a script touches one slot. This class connects with {@link
@@ -89,22 +98,29 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
   private final StatefulRedisConnection<byte[], byte[]> connection;
   private final RedisAsyncCommands<byte[], byte[]> redis;
   private final RedisClient ownedClient;
+  private final String hashTag;
   private final byte[] recordPrefix;
   private final byte[] counterKey;
   private final Duration timeout;
   private final int maxResponseBytes;
   private final Executor completions;
+  private final String attemptPrefix;
+  private final AtomicLong attempts = new AtomicLong();
 
   private RedisKeyStore(
       Builder b, RedisClient ownedClient, StatefulRedisConnection<byte[], byte[]> connection) {
     this.connection = connection;
     this.redis = connection.async();
     this.ownedClient = ownedClient;
+    this.hashTag = "{" + b.prefix + "}";
     this.recordPrefix = ("{" + b.prefix + "}:k:").getBytes(StandardCharsets.UTF_8);
     this.counterKey = ("{" + b.prefix + "}:token").getBytes(StandardCharsets.UTF_8);
     this.timeout = b.timeout;
     this.maxResponseBytes = b.maxResponseBytes;
     this.completions = b.completionExecutor;
+    byte[] nonce = new byte[16];
+    new SecureRandom().nextBytes(nonce);
+    this.attemptPrefix = Base64.getUrlEncoder().withoutPadding().encodeToString(nonce) + ":";
   }
 
   /** A builder: give it a {@link Builder#client} or a {@link Builder#uri}. */
@@ -129,7 +145,7 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
               ascii(retentionMs),
               // A fresh id per call: Lettuce may resend this very command after a reconnect, and
               // the script then answers what the first run answered.
-              UUID.randomUUID().toString().getBytes(StandardCharsets.US_ASCII));
+              attemptId());
         },
         RedisKeyStore::acquisition);
   }
@@ -139,16 +155,80 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
     return call(
         key,
         () -> {
-          require(
-              response != null && response.length <= maxResponseBytes,
-              "response must be at most "
-                  + maxResponseBytes
-                  + " bytes, got "
-                  + (response == null ? "null" : response.length + " bytes"));
+          checkResponse(response);
           return KeyScript.COMPLETE.run(
               redis, new byte[][] {recordKey(key)}, ascii(token), response);
         },
         RedisKeyStore::settlement);
+  }
+
+  /**
+   * Stores {@code response} as the key's outcome and applies {@code effect}, in one Lua script, if
+   * {@code token} still owns the key: both land, or neither. A stale token ({@link
+   * Settlement.Fenced}) applies nothing. A completion resent after a lost answer (same token, same
+   * response) answers {@link Settlement.Done} and does not apply the effect again. This is what
+   * makes a business write that lives in Redis exactly-once across an owner's crash: with the write
+   * and the completion separate, an owner dying between them leaves a write without a completion,
+   * and the next owner, whose newer token is valid, writes again.
+   *
+   * <p>Durability is the AOF's: with {@code appendfsync always} an acknowledged completion and its
+   * effect survive a kill -9 of redis-server; whatever is lost (a tail under {@code everysec}) is
+   * lost as a whole, the completion with its effect (Redis writes a script's writes as one {@code
+   * MULTI}/{@code EXEC} block and drops an incomplete one when it loads the AOF).
+   *
+   * @param effect the write; null: none, as {@link #complete(IdempotencyKey, long, byte[])}
+   * @return a stage that fails with {@link IllegalArgumentException} on a bad argument (an effect
+   *     key outside the namespace or on the store's own keys, an oversize value), with {@link
+   *     RedisEffectRefusedException} if Redis refused the effect for what its key holds (nothing
+   *     written, the key still in progress under {@code token}), and with {@link KeyStoreException}
+   *     if the outcome is unknown
+   */
+  /**
+   * The executor's way to the effect above ({@link KeyStore#completeWith}): a {@link RedisEffect}
+   * is applied with the completion; any other effect type is refused with {@link
+   * IllegalArgumentException} before anything is sent.
+   */
+  @Override
+  public CompletionStage<Settlement> completeWith(
+      IdempotencyKey key, long token, byte[] response, Object effect) {
+    if (effect == null || effect instanceof RedisEffect) {
+      return complete(key, token, response, (RedisEffect) effect);
+    }
+    return CompletableFuture.failedFuture(
+        new IllegalArgumentException(
+            "the Redis store applies a "
+                + RedisEffect.class.getName()
+                + " with a completion, not a "
+                + effect.getClass().getName()));
+  }
+
+  public CompletionStage<Settlement> complete(
+      IdempotencyKey key, long token, byte[] response, RedisEffect effect) {
+    if (effect == null) {
+      return complete(key, token, response);
+    }
+    return call(
+        key,
+        () -> {
+          checkResponse(response);
+          byte[][] keys = {recordKey(key), effectKey(effect)};
+          return KeyScript.COMPLETE.run(redis, keys, effectArgs(token, response, effect));
+        },
+        reply -> {
+          if (tag(reply).equals("E")) {
+            throw new RedisEffectRefusedException(
+                key, effect, new String(bytes(reply, 1), StandardCharsets.UTF_8));
+          }
+          return settlement(reply);
+        });
+  }
+
+  /**
+   * The namespace's hash tag, {@code {prefix}}: every Redis key the store writes, and every {@link
+   * RedisEffect}'s key, starts with it.
+   */
+  public String hashTag() {
+    return hashTag;
   }
 
   @Override
@@ -201,6 +281,77 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
     return out;
   }
 
+  private void checkResponse(byte[] response) {
+    require(
+        response != null && response.length <= maxResponseBytes,
+        "response must be at most "
+            + maxResponseBytes
+            + " bytes, got "
+            + (response == null ? "null" : response.length + " bytes"));
+  }
+
+  /**
+   * The effect's Redis key, if it lies in the namespace (the record's hash slot) and is none of the
+   * store's own keys.
+   */
+  private byte[] effectKey(RedisEffect effect) {
+    String k = effect.key();
+    require(
+        k != null && k.startsWith(hashTag),
+        "an effect's key must start with the namespace's hash tag " + hashTag + ", got " + k);
+    byte[] b = k.getBytes(StandardCharsets.UTF_8);
+    require(
+        !Arrays.equals(b, counterKey) && !startsWith(b, recordPrefix),
+        "an effect must not write the store's own keys ("
+            + hashTag
+            + ":k:..., "
+            + hashTag
+            + ":token), got "
+            + k);
+    return b;
+  }
+
+  private byte[][] effectArgs(long token, byte[] response, RedisEffect effect) {
+    byte[] t = ascii(token);
+    if (effect instanceof RedisEffect.Push p) {
+      return new byte[][] {t, response, utf8("RPUSH"), value(p.value())};
+    }
+    if (effect instanceof RedisEffect.SetValue p) {
+      return new byte[][] {t, response, utf8("SET"), value(p.value())};
+    }
+    if (effect instanceof RedisEffect.IncrementBy p) {
+      return new byte[][] {t, response, utf8("INCRBY"), ascii(p.delta())};
+    }
+    RedisEffect.HashField p = (RedisEffect.HashField) effect; // the last of a sealed set
+    return new byte[][] {t, response, utf8("HSET"), utf8(p.field()), value(p.value())};
+  }
+
+  private byte[] value(byte[] v) {
+    require(
+        v.length <= maxResponseBytes,
+        "an effect's value must be at most " + maxResponseBytes + " bytes, got " + v.length);
+    return v;
+  }
+
+  private static boolean startsWith(byte[] b, byte[] prefix) {
+    return b.length >= prefix.length
+        && Arrays.equals(b, 0, prefix.length, prefix, 0, prefix.length);
+  }
+
+  private static byte[] utf8(String s) {
+    return s.getBytes(StandardCharsets.UTF_8);
+  }
+
+  /**
+   * A fresh attempt id: this store's 128 random bits (drawn once, so that no two stores share them
+   * but with negligible chance), then a counter. Cheaper than a random UUID per call, which draws
+   * from SecureRandom under a lock on the hot path.
+   */
+  private byte[] attemptId() {
+    return (attemptPrefix + Long.toString(attempts.incrementAndGet(), 36))
+        .getBytes(StandardCharsets.US_ASCII);
+  }
+
   /** The namespace's token counter key. */
   byte[] counterKey() {
     return counterKey.clone();
@@ -251,13 +402,13 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
     }
   }
 
-  private KeyStoreException translate(IdempotencyKey key, Throwable e) {
+  private RuntimeException translate(IdempotencyKey key, Throwable e) {
     Throwable t = e;
     while (t instanceof CompletionException && t.getCause() != null) {
       t = t.getCause();
     }
-    if (t instanceof KeyStoreException k) {
-      return k;
+    if (t instanceof KeyStoreException || t instanceof RedisEffectRefusedException) {
+      return (RuntimeException) t; // a definite refusal stays one
     }
     if (t instanceof TimeoutException) {
       return new KeyStoreException(key, "Redis did not answer within " + timeout, t);

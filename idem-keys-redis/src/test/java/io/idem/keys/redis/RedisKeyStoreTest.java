@@ -11,6 +11,7 @@ import io.idem.keys.KeyStoreException;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.KeyStore;
 import io.idem.keys.spi.Settlement;
+import io.idem.testkit.RedisServer;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.api.async.RedisAsyncCommands;

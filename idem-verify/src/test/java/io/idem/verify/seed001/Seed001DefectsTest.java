@@ -1,4 +1,4 @@
-package io.idem.keys.redis.seed001;
+package io.idem.verify.seed001;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -8,7 +8,7 @@ import io.idem.keys.IdempotencyKey;
 import io.idem.keys.IdempotentExecutor;
 import io.idem.keys.KeyStoreException;
 import io.idem.keys.redis.RedisKeyStore;
-import io.idem.keys.redis.RedisServer;
+import io.idem.testkit.RedisServer;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;

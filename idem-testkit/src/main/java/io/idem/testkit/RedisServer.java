@@ -1,4 +1,4 @@
-package io.idem.keys.redis;
+package io.idem.testkit;
 
 import java.io.IOException;
 import java.io.InputStream;
@@ -16,40 +16,91 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 /**
- * A private redis-server process for tests: on a free loopback port, with its data in a directory
- * of the test's, no RDB snapshots, and an AOF if asked. It can be killed (SIGKILL) and started
- * again on the same port and directory. Stopped by its PID: SIGTERM, a bounded wait, then SIGKILL.
- * The Debian package {@code redis-server} provides the binary ({@code ./run-tests} installs it).
+ * A private redis-server process for tests, the keys campaign and the bench: on a free loopback
+ * port, with its data in a directory of the caller's, no RDB snapshots, and an AOF if asked. It can
+ * be killed (SIGKILL) and started again on the same port and directory. Stopped by its PID:
+ * SIGTERM, a bounded wait, then SIGKILL. The Debian package {@code redis-server} provides the
+ * binary ({@code ./run-tests} installs it); another one can be named. Not thread-safe: one owner
+ * starts, kills and stops it.
  */
 public final class RedisServer implements AutoCloseable {
 
   /** How long {@link #start} waits for the first PONG. */
   public static final Duration START_TIMEOUT = Duration.ofSeconds(20);
 
-  /** What the AOF does: none, or fsync'ed every second, or before every reply. */
+  /** The binary {@link #start(Path, Aof)} runs: {@code redis-server}, found on the PATH. */
+  public static final String DEFAULT_BINARY = "redis-server";
+
+  /**
+   * What the AOF does: none, or written and left to the OS to flush, or fsync'ed every second, or
+   * before every reply.
+   */
   public enum Aof {
     /** {@code --appendonly no}: nothing survives a restart. */
-    OFF,
+    OFF("no", "everysec"),
+    /** {@code --appendonly yes --appendfsync no}: written at once, flushed when the OS decides. */
+    NO("yes", "no"),
     /** {@code --appendonly yes --appendfsync everysec}. */
-    EVERYSEC,
+    EVERYSEC("yes", "everysec"),
     /** {@code --appendonly yes --appendfsync always}. */
-    ALWAYS
+    ALWAYS("yes", "always");
+
+    private final String appendonly;
+    private final String appendfsync;
+
+    Aof(String appendonly, String appendfsync) {
+      this.appendonly = appendonly;
+      this.appendfsync = appendfsync;
+    }
+
+    /**
+     * By Redis's own word: {@code always}, {@code everysec} or {@code no} (an AOF with that {@code
+     * appendfsync}), or {@code off} (no AOF).
+     *
+     * @throws IllegalArgumentException for anything else, naming it
+     */
+    public static Aof named(String name) {
+      return switch (name) {
+        case "off" -> OFF;
+        case "no" -> NO;
+        case "everysec" -> EVERYSEC;
+        case "always" -> ALWAYS;
+        default ->
+            throw new IllegalArgumentException(
+                "appendfsync must be always, everysec, no or off, got " + name);
+      };
+    }
   }
 
+  private final String binary;
   private final Path dir;
   private final int port;
   private final Aof aof;
   private Process process;
 
-  private RedisServer(Path dir, int port, Aof aof) {
+  private RedisServer(String binary, Path dir, int port, Aof aof) {
+    this.binary = binary;
     this.dir = dir;
     this.port = port;
     this.aof = aof;
   }
 
-  /** Starts a server with its data in {@code dir} on a free port; waits for PING. */
+  /**
+   * Starts {@value #DEFAULT_BINARY} with its data in {@code dir} on a free port; waits for PING.
+   */
   public static RedisServer start(Path dir, Aof aof) {
-    RedisServer s = new RedisServer(dir, freePort(), aof);
+    return start(DEFAULT_BINARY, dir, aof);
+  }
+
+  /**
+   * Starts {@code binary} (a path, or a name looked up on the PATH) with its data in {@code dir} on
+   * a free port; waits up to {@link #START_TIMEOUT} for PING.
+   *
+   * @throws IllegalStateException if it cannot be run or does not answer in time (then it is
+   *     stopped)
+   */
+  public static RedisServer start(String binary, Path dir, Aof aof) {
+    RedisServer s = new RedisServer(binary, dir, freePort(), aof);
     s.launch();
     return s;
   }
@@ -66,6 +117,16 @@ public final class RedisServer implements AutoCloseable {
   /** {@code redis://127.0.0.1:port}. */
   public String uri() {
     return "redis://127.0.0.1:" + port;
+  }
+
+  /** The data directory. */
+  public Path dir() {
+    return dir;
+  }
+
+  /** What the AOF does. */
+  public Aof aof() {
+    return aof;
   }
 
   /** The port. */
@@ -132,12 +193,11 @@ public final class RedisServer implements AutoCloseable {
 
   private void launch() {
     List<String> cmd = new ArrayList<>();
-    cmd.addAll(List.of("redis-server", "--port", Integer.toString(port), "--bind", "127.0.0.1"));
+    cmd.addAll(List.of(binary, "--port", Integer.toString(port), "--bind", "127.0.0.1"));
     cmd.addAll(List.of("--dir", dir.toAbsolutePath().toString(), "--save", ""));
     cmd.addAll(List.of("--logfile", dir.resolve("redis.log").toAbsolutePath().toString()));
     cmd.addAll(List.of("--daemonize", "no", "--databases", "1"));
-    cmd.addAll(List.of("--appendonly", aof == Aof.OFF ? "no" : "yes"));
-    cmd.addAll(List.of("--appendfsync", aof == Aof.ALWAYS ? "always" : "everysec"));
+    cmd.addAll(List.of("--appendonly", aof.appendonly, "--appendfsync", aof.appendfsync));
     try {
       Files.createDirectories(dir);
       process =
@@ -147,13 +207,17 @@ public final class RedisServer implements AutoCloseable {
               .start();
     } catch (IOException e) {
       throw new IllegalStateException(
-          "cannot run redis-server (Debian package redis-server; ./run-tests installs it)", e);
+          "cannot run "
+              + binary
+              + " (Debian package redis-server; ./run-tests installs it): "
+              + e.getMessage(),
+          e);
     }
     long end = System.nanoTime() + START_TIMEOUT.toNanos();
     while (!ping()) {
       if (!process.isAlive() || System.nanoTime() > end) {
         close();
-        throw new IllegalStateException("redis-server did not answer PING:\n" + logTail());
+        throw new IllegalStateException(binary + " did not answer PING:\n" + logTail());
       }
       sleep(20);
     }
