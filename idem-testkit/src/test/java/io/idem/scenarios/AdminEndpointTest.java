@@ -122,8 +122,15 @@ class AdminEndpointTest {
   @Test
   void aFollowerAnsweredNoWritesButAppliedTheSameState() throws Exception {
     int follower = (leader + 1) % 3;
-    String m = get(follower, "/metrics");
     String node = "node=\"n" + (follower + 1) + "\"";
+    // A follower learns the commit index with the next append or heartbeat, so it may not have
+    // applied the last operations yet: wait, bounded, for the acquire (the last one) to show.
+    String m = get(follower, "/metrics");
+    long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+    while (sample(m, "idem_key_records", node) == 0 && System.nanoTime() < deadline) {
+      Thread.sleep(50);
+      m = get(follower, "/metrics");
+    }
     assertThat(sample(m, "idem_writes_total", "kind=\"put\"", node)).isZero();
     assertThat(sample(m, "idem_raft_role", "role=\"follower\"", node)).isEqualTo(1);
     assertThat(sample(m, "idem_key_records", node)).isEqualTo(1);

@@ -706,14 +706,24 @@ public final class Campaign {
     }
     List<Fault> round = new ArrayList<>();
     long every = settings.faultEvery().toMillis();
+    int rounds = 0;
     while (System.nanoTime() < end) {
-      Thread.sleep(every / 2 + r.nextInt((int) Math.max(1, every)));
+      long pause = every / 2 + r.nextInt((int) Math.max(1, every));
+      if (rounds == 0 || (rounds == 1 && !round.isEmpty())) {
+        // The first round must finish within the run, also on a loaded machine where faults take
+        // longer: the pauses shrink so that the kinds still due fit into the time left.
+        int due = round.isEmpty() ? kinds.size() : round.size();
+        long left = (end - System.nanoTime()) / 1_000_000;
+        pause = Math.max(0, Math.min(pause, left / (due + 1)));
+      }
+      Thread.sleep(pause);
       if (System.nanoTime() >= end) {
         break;
       }
       if (round.isEmpty()) {
         round.addAll(kinds);
         Collections.shuffle(round, r);
+        rounds++;
       }
       inject(round.remove(round.size() - 1), r);
     }
