@@ -20,6 +20,7 @@ import picocli.CommandLine.Command;
       KeyCommand.class,
       StatusCommand.class,
       ConfigCommand.class,
+      MemberCommand.class,
       DemoCommand.class,
       BenchCommand.class,
       VerifyCommand.class,

@@ -52,6 +52,13 @@ public record ClusterStatus(
    * @param id its id
    * @param raftAddress where its peers reach it
    * @param clientAddress where clients reach it
+   * @param voter whether it votes; false for a member still leaving during a change (and for every
+   *     member reported by servers older than membership changes)
    */
-  public record Member(String id, String raftAddress, String clientAddress) {}
+  public record Member(String id, String raftAddress, String clientAddress, boolean voter) {
+    /** A voting member. */
+    public Member(String id, String raftAddress, String clientAddress) {
+      this(id, raftAddress, clientAddress, true);
+    }
+  }
 }

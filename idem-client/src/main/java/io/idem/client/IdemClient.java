@@ -6,6 +6,8 @@ import io.grpc.stub.StreamObserver;
 import io.idem.client.internal.SessionMachine;
 import io.idem.proto.AcquireKey;
 import io.idem.proto.Append;
+import io.idem.proto.ChangeMembersReply;
+import io.idem.proto.ChangeMembersRequest;
 import io.idem.proto.Code;
 import io.idem.proto.CompareAndSet;
 import io.idem.proto.CompleteKey;
@@ -18,6 +20,7 @@ import io.idem.proto.GrantLease;
 import io.idem.proto.IdemGrpc;
 import io.idem.proto.Increment;
 import io.idem.proto.KeepAliveLease;
+import io.idem.proto.Member;
 import io.idem.proto.Operation;
 import io.idem.proto.Put;
 import io.idem.proto.ReleaseKey;
@@ -711,7 +714,8 @@ public final class IdemClient implements AutoCloseable {
         .forEach(
             m ->
                 members.add(
-                    new ClusterStatus.Member(m.getId(), m.getRaftAddress(), m.getClientAddress())));
+                    new ClusterStatus.Member(
+                        m.getId(), m.getRaftAddress(), m.getClientAddress(), m.getVoter())));
     return new ClusterStatus(
         s.getId(),
         s.getRole(),
@@ -740,6 +744,126 @@ public final class IdemClient implements AutoCloseable {
             s.getSessions().getMaxTtlMs(),
             s.getSessions().getMaxNameChars(),
             s.getConfigRevision()));
+  }
+
+  /**
+   * Changes the cluster's members: the {@code add} members join (each first catches up as a
+   * non-voter), the {@code remove} ids leave, in one Raft configuration change made by the leader
+   * (NOT_LEADER hints are followed, also to a leader outside this client's server list). A new
+   * member's process must be running first ({@code idem server --join}). Waits up to {@code
+   * timeout} for the change to commit.
+   *
+   * <p>An attempt whose answer is lost is sent again; if the server then refuses it because it is
+   * already in force (an id already a member, or no longer one), the change counts as committed.
+   *
+   * @return the outcome; {@code committed() == false} with the leader's reason when the change did
+   *     not commit in time, a new member made no progress, or another change was under way
+   * @throws InvalidArgumentException if the leader refused the request (an id already a member, an
+   *     unknown id to remove, an address in use, no member left): nothing changed
+   * @throws NotSentException if no leader answered within {@code timeout}
+   * @throws OutcomeUnknownException if an attempt was sent but no answer came in time: the change
+   *     may have committed
+   */
+  public MembershipChange changeMembers(
+      List<ClusterStatus.Member> add, List<String> remove, Duration timeout) {
+    ChangeMembersRequest.Builder req =
+        ChangeMembersRequest.newBuilder().addAllRemove(remove).setTimeoutMs(timeout.toMillis());
+    for (ClusterStatus.Member m : add) {
+      req.addAdd(
+          Member.newBuilder()
+              .setId(m.id())
+              .setRaftAddress(m.raftAddress())
+              .setClientAddress(m.clientAddress()));
+    }
+    // The leader answers within the change's timeout; the RPC gets a little more.
+    long deadline = System.nanoTime() + timeout.toNanos() + TimeUnit.SECONDS.toNanos(5);
+    boolean answerLost = false;
+    String lastError = "no attempt";
+    while (deadline - System.nanoTime() > 0) {
+      String address = session.address();
+      ChangeMembersReply r;
+      try {
+        r =
+            IdemGrpc.newBlockingStub(session.transport().connection(address).channel)
+                .withDeadlineAfter(deadline - System.nanoTime(), TimeUnit.NANOSECONDS)
+                .changeMembers(req.build());
+      } catch (StatusRuntimeException e) {
+        answerLost = true;
+        lastError = address + ": " + e.getStatus().getCode() + " " + e.getStatus().getDescription();
+        session.redirect("");
+        pause();
+        continue;
+      } catch (IllegalStateException e) {
+        throw new NotSentException(NotSentException.Reason.CLIENT_CLOSED, e.getMessage(), 0, "", e);
+      }
+      List<ClusterStatus.Member> members = new ArrayList<>();
+      r.getMembersList()
+          .forEach(
+              m ->
+                  members.add(
+                      new ClusterStatus.Member(
+                          m.getId(), m.getRaftAddress(), m.getClientAddress(), m.getVoter())));
+      switch (r.getCode()) {
+        case OK -> {
+          return new MembershipChange(true, "", members);
+        }
+        case NOT_LEADER -> {
+          lastError = address + " is not the leader";
+          session.redirect(r.getLeaderHint());
+          pause();
+        }
+        case INVALID_ARGUMENT -> {
+          if (answerLost && inForce(members, add, remove)) {
+            return new MembershipChange(
+                true, "an earlier attempt committed (its answer was lost)", members);
+          }
+          throw new InvalidArgumentException(r.getMessage(), 0, 0);
+        }
+        default -> {
+          return new MembershipChange(false, r.getCode() + ": " + r.getMessage(), members);
+        }
+      }
+    }
+    if (answerLost) {
+      throw new OutcomeUnknownException(
+          "membership change: no answer in time, an attempt may have committed (read the"
+              + " members); last: "
+              + lastError,
+          0,
+          0,
+          session.leaderHint());
+    }
+    throw new NotSentException(
+        NotSentException.Reason.UNAVAILABLE,
+        "membership change: no leader answered in time; last: " + lastError,
+        0,
+        session.leaderHint(),
+        null);
+  }
+
+  private static boolean inForce(
+      List<ClusterStatus.Member> members, List<ClusterStatus.Member> add, List<String> remove) {
+    for (ClusterStatus.Member a : add) {
+      if (members.stream()
+          .noneMatch(
+              m ->
+                  m.voter()
+                      && m.id().equals(a.id())
+                      && m.raftAddress().equals(a.raftAddress())
+                      && m.clientAddress().equals(a.clientAddress()))) {
+        return false;
+      }
+    }
+    return members.stream().noneMatch(m -> remove.contains(m.id()));
+  }
+
+  private static void pause() {
+    try {
+      Thread.sleep(READ_RETRY_MS * 4);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new NotSentException(NotSentException.Reason.CLIENT_CLOSED, "interrupted", 0, "", e);
+    }
   }
 
   // ---- session ----

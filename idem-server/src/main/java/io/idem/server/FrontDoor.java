@@ -2,6 +2,8 @@ package io.idem.server;
 
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
+import io.idem.proto.ChangeMembersReply;
+import io.idem.proto.ChangeMembersRequest;
 import io.idem.proto.ClientFrame;
 import io.idem.proto.CloseCmd;
 import io.idem.proto.Code;
@@ -50,17 +52,20 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
   private final Batcher batcher;
   private final IdemStateMachine stateMachine;
   private final Supplier<StatusReply> status;
+  private final Membership membership;
   private final SecureRandom random = new SecureRandom();
 
   FrontDoor(
       ReplicatedLog log,
       Batcher batcher,
       IdemStateMachine stateMachine,
-      Supplier<StatusReply> status) {
+      Supplier<StatusReply> status,
+      Membership membership) {
     this.log = log;
     this.batcher = batcher;
     this.stateMachine = stateMachine;
     this.status = status;
+    this.membership = membership;
   }
 
   @Override
@@ -161,6 +166,39 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
         .whenComplete(
             (result, error) ->
                 answer(reply, error == null ? result.getConfigured() : configureFailure(error)));
+  }
+
+  /**
+   * A membership change, through Raft's configuration change (not the Idem log: see {@link
+   * Membership}). Answered when it committed, failed or timed out; the leader hint goes with every
+   * answer, so that a client that asked a follower, or a leader that was just removed, goes on.
+   */
+  @Override
+  public void changeMembers(ChangeMembersRequest req, StreamObserver<ChangeMembersReply> reply) {
+    if (!log.isLeader()) {
+      answer(
+          reply,
+          ChangeMembersReply.newBuilder()
+              .setCode(Code.NOT_LEADER)
+              .setMessage("not the leader")
+              .setLeaderHint(log.leaderClientAddress())
+              .addAllMembers(membership.members())
+              .build());
+      return;
+    }
+    membership
+        .change(req)
+        .whenComplete(
+            (r, error) ->
+                answer(
+                    reply,
+                    (error == null
+                            ? r.toBuilder()
+                            : ChangeMembersReply.newBuilder()
+                                .setCode(Code.MEMBERSHIP_CHANGE_FAILED)
+                                .setMessage(failureMessage(error)))
+                        .setLeaderHint(log.leaderClientAddress())
+                        .build()));
   }
 
   private ConfigureReply configureFailure(Throwable error) {

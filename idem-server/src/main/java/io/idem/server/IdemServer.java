@@ -5,7 +5,6 @@ import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 import io.grpc.netty.shaded.io.netty.handler.ssl.ClientAuth;
 import io.grpc.netty.shaded.io.netty.handler.ssl.SslContext;
-import io.idem.proto.Member;
 import io.idem.proto.StatusReply;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
@@ -16,7 +15,6 @@ import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.apache.ratis.proto.RaftProtos.RaftPeerRole;
-import org.apache.ratis.protocol.RaftPeer;
 import org.apache.ratis.server.DivisionInfo;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -45,9 +43,11 @@ public final class IdemServer implements AutoCloseable {
   private final Server grpc;
   private final ServerMetrics metrics;
   private final AdminServer admin;
+  private final Membership membership;
 
   private IdemServer(ServerConfig config) throws IOException {
     this.config = config;
+    NodeMarker.claim(config.dataDir(), config.id());
     this.metrics = new ServerMetrics(config.id());
     this.stateMachine =
         new IdemStateMachine(ReplicatedConfig.of(config), config.snapshotEveryEntries(), metrics);
@@ -64,7 +64,8 @@ public final class IdemServer implements AutoCloseable {
             System::currentTimeMillis,
             stateMachine::bootstrapCommand,
             "idem-batcher-" + config.id());
-    FrontDoor door = new FrontDoor(raft, batcher, stateMachine, this::status);
+    this.membership = new Membership(raft);
+    FrontDoor door = new FrontDoor(raft, batcher, stateMachine, this::status, membership);
     String client = config.clientListenAddress();
     int colon = client.lastIndexOf(':');
     try {
@@ -279,13 +280,9 @@ public final class IdemServer implements AutoCloseable {
     } catch (IOException e) {
       b.setRole("UNAVAILABLE");
     }
-    for (RaftPeer p : raft.peers()) {
-      b.addMembers(
-          Member.newBuilder()
-              .setId(p.getId().toString())
-              .setRaftAddress(p.getAddress())
-              .setClientAddress(p.getClientAddress() == null ? "" : p.getClientAddress()));
-    }
+    // The configuration in force (it changes with `idem member`), not the peers this node started
+    // with.
+    b.addAllMembers(membership.members());
     return b.build();
   }
 

@@ -101,6 +101,16 @@ public final class Main implements Callable<Integer> {
   String peers;
 
   @Option(
+      names = "--join",
+      description =
+          "Join an existing cluster as a new member: start with no members, never vote or"
+              + " campaign, and wait until `idem member add` adds this node (with --id,"
+              + " --raft-address and --client-address, not --peers). A node that lost its disk"
+              + " joins this way under a new id (docs/OPERATIONS.md). After the first start the"
+              + " data directory names the members, with or without this flag.")
+  boolean join;
+
+  @Option(
       names = "--tick-ms",
       defaultValue = "${env:IDEM_TICK_MS:-500}",
       description = "How often an idle leader advances log time. Default: ${DEFAULT-VALUE}.")
@@ -131,6 +141,11 @@ public final class Main implements Callable<Integer> {
   /** Builds the configuration the flags describe. */
   ServerConfig config() {
     List<ServerConfig.Peer> list = new ArrayList<>();
+    if (join && peers != null && !peers.isBlank()) {
+      throw new IllegalArgumentException(
+          "--join takes this node's --raft-address and --client-address, not --peers: the"
+              + " cluster it joins names the members");
+    }
     if (peers == null || peers.isBlank()) {
       list.add(new ServerConfig.Peer(id, raftAddress, clientAddress));
     } else {
@@ -151,6 +166,7 @@ public final class Main implements Callable<Integer> {
         .clientListen(clientListen)
         .adminAddress(adminAddress)
         .tls(tlsFiles())
+        .join(join)
         .build();
   }
 
@@ -183,6 +199,7 @@ public final class Main implements Callable<Integer> {
       System.err.println("idem-server: " + e.getMessage());
       return 2;
     }
+    boolean joining = join && !NodeMarker.hasState(config.dataDir());
     IdemServer server;
     try {
       server = IdemServer.start(config);
@@ -216,8 +233,9 @@ public final class Main implements Callable<Integer> {
             + ", data in "
             + config.dataDir().toAbsolutePath()
             + ", "
-            + config.peers().size()
-            + " member(s)"
+            + (joining
+                ? "joining: waiting for `idem member add --id " + config.id() + "`"
+                : config.peers().size() + " member(s)")
             + (config.adminAddress().isEmpty()
                 ? ""
                 : ", admin (metrics, status page) on port " + server.adminPort()));

@@ -28,7 +28,9 @@ import org.apache.ratis.protocol.RaftGroup;
 import org.apache.ratis.protocol.RaftGroupId;
 import org.apache.ratis.protocol.RaftPeer;
 import org.apache.ratis.protocol.RaftPeerId;
+import org.apache.ratis.protocol.SetConfigurationRequest;
 import org.apache.ratis.server.DivisionInfo;
+import org.apache.ratis.server.RaftConfiguration;
 import org.apache.ratis.server.RaftServer;
 import org.apache.ratis.server.RaftServerConfigKeys;
 import org.apache.ratis.server.storage.RaftStorage;
@@ -64,7 +66,10 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
                         .setClientAddress(p.clientAddress())
                         .build())
             .toList();
-    this.group = RaftGroup.valueOf(GROUP_ID, peers);
+    // A joining node starts with no members: Ratis keeps it from voting or campaigning until a
+    // configuration that names it reaches it from the leader (`idem member add`). Its peers, like
+    // every node's after a restart, then come from the configuration stored in its data directory.
+    this.group = config.join() ? RaftGroup.valueOf(GROUP_ID) : RaftGroup.valueOf(GROUP_ID, peers);
     this.server =
         RaftServer.newBuilder()
             .setServerId(RaftPeerId.valueOf(config.id()))
@@ -236,7 +241,9 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
       if (leader == null) {
         return "";
       }
-      RaftPeer peer = group.getPeer(leader);
+      // The configuration in force, not the peers this node started with: a leader added by a
+      // membership change is only there.
+      RaftPeer peer = configuration().getPeer(leader);
       return peer == null || peer.getClientAddress() == null ? "" : peer.getClientAddress();
     } catch (IOException e) {
       return "";
@@ -311,8 +318,38 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
     return server.getDivision(GROUP_ID).getRaftLog().getStartIndex();
   }
 
-  List<RaftPeer> peers() {
-    return List.copyOf(group.getPeers());
+  /**
+   * The Raft configuration in force on this node: the latest it holds, committed or not, with the
+   * previous one while a change is under way (joint consensus).
+   */
+  RaftConfiguration configuration() throws IOException {
+    return server.getDivision(GROUP_ID).getRaftConf();
+  }
+
+  /**
+   * Asks this node, which should lead, to change the voting members from {@code current} to {@code
+   * next}; Ratis refuses if the configuration in force is no longer {@code current} or another
+   * change is under way. New members first catch up as non-voters; the future completes once the
+   * new configuration committed, or fails (a new member that makes no progress for three election
+   * timeouts fails the change).
+   */
+  CompletableFuture<RaftClientReply> setConfiguration(List<RaftPeer> current, List<RaftPeer> next) {
+    SetConfigurationRequest request =
+        new SetConfigurationRequest(
+            clientId,
+            server.getId(),
+            GROUP_ID,
+            callId.incrementAndGet(),
+            SetConfigurationRequest.Arguments.newBuilder()
+                .setServersInCurrentConf(current)
+                .setServersInNewConf(next)
+                .setMode(SetConfigurationRequest.Mode.COMPARE_AND_SET)
+                .build());
+    try {
+      return server.setConfigurationAsync(request);
+    } catch (IOException e) {
+      return CompletableFuture.failedFuture(e);
+    }
   }
 
   @Override

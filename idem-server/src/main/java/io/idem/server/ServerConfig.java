@@ -31,6 +31,10 @@ import java.util.List;
  *     network only)
  * @param adminAddress host:port of the admin HTTP endpoint ({@code /metrics}, the status page);
  *     empty: none. Port 0 picks a free port ({@link IdemServer#adminPort}).
+ * @param join the node joins an existing cluster as a new member: it starts with no members,
+ *     neither votes nor campaigns, and waits for a membership change that adds it ({@code idem
+ *     member add}); {@code peers} then holds only this node. Ignored once its data directory holds
+ *     a Raft configuration (a restart), which then names the members.
  */
 public record ServerConfig(
     String id,
@@ -50,7 +54,8 @@ public record ServerConfig(
     long logSegmentBytes,
     String clientListen,
     TlsFiles tls,
-    String adminAddress) {
+    String adminAddress,
+    boolean join) {
 
   /** Default client address. */
   public static final String DEFAULT_CLIENT_ADDRESS = "127.0.0.1:7001";
@@ -100,6 +105,10 @@ public record ServerConfig(
     }
     if (peers.stream().map(Peer::id).distinct().count() != peers.size()) {
       throw new IllegalArgumentException("peer ids must be distinct: " + peers);
+    }
+    if (join && peers.size() != 1) {
+      throw new IllegalArgumentException(
+          "a joining node lists only itself as a peer (the cluster adds it), got " + peers);
     }
     if (peers.stream().noneMatch(p -> p.id().equals(id))) {
       throw new IllegalArgumentException("node id \"" + id + "\" is not among the peers " + peers);
@@ -197,8 +206,15 @@ public record ServerConfig(
     private String clientListen = "";
     private String adminAddress = "";
     private TlsFiles tls;
+    private boolean join;
 
     private Builder() {}
+
+    /** Whether the node joins an existing cluster as a new member (see {@link #join}). */
+    public Builder join(boolean join) {
+      this.join = join;
+      return this;
+    }
 
     public Builder id(String id) {
       this.id = id;
@@ -310,7 +326,8 @@ public record ServerConfig(
           logSegmentBytes,
           clientListen,
           tls,
-          adminAddress);
+          adminAddress,
+          join);
     }
   }
 }

@@ -163,7 +163,9 @@ public final class Campaign {
     RESET_CONNECTIONS,
     DELAY,
     KILL_CLIENT_PROCESS,
-    WIPE_LEADER
+    WIPE_LEADER,
+    /** kill -9 a node, wipe it, add it back under a new id, remove the old id. */
+    REPLACE_NODE
   }
 
   static final int LISTS = 8;
@@ -787,6 +789,14 @@ public final class Campaign {
         workers.set(w, startWorker(w));
       }
       case WIPE_LEADER -> wipe(leader);
+      case REPLACE_NODE -> {
+        try {
+          cluster.replaceWiped(r.nextBoolean() ? target : follower, Duration.ofSeconds(60));
+          count("replace node (wiped, rejoined as a new member)");
+        } catch (RuntimeException e) {
+          count("replace node failed: " + e.getMessage());
+        }
+      }
     }
   }
 

@@ -2,6 +2,9 @@ package io.idem.verify;
 
 import io.grpc.ManagedChannel;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.idem.client.ClusterStatus;
+import io.idem.client.IdemClient;
+import io.idem.client.MembershipChange;
 import io.idem.proto.IdemGrpc;
 import io.idem.proto.StatusReply;
 import io.idem.proto.StatusRequest;
@@ -11,6 +14,7 @@ import java.io.UncheckedIOException;
 import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
@@ -32,70 +36,194 @@ public final class ProcessCluster implements AutoCloseable {
   private static final int LOG_SEGMENT_BYTES = 64 << 10;
 
   private final Path dir;
+
+  // One slot per node, by index. A slot keeps its index for the cluster's life; a replaced node's
+  // slot takes the new member (a new id, new ports, a new proxy), and a removed node's slot stays,
+  // stopped, with removed set.
   private final List<String> ids = new ArrayList<>();
   private final List<String> listenAddresses = new ArrayList<>();
+  private final List<String> raftAddresses = new ArrayList<>();
   private final List<FaultProxy> proxies = new ArrayList<>();
+  private final List<Boolean> joiners = new ArrayList<>();
+  private final List<Boolean> removed = new ArrayList<>();
+  private final List<Process> processes = new ArrayList<>();
+  private final List<Boolean> paused = new ArrayList<>();
   private final String peers;
-  private final Process[] processes;
-  private final boolean[] paused;
+  private final int snapshotEvery;
+  private int lastId;
 
   /** Chooses free loopback ports for {@code n} nodes and starts their proxies; starts no node. */
   public ProcessCluster(Path dir, int n) {
+    this(dir, n, SNAPSHOT_EVERY);
+  }
+
+  /** The same, with nodes that snapshot every {@code snapshotEvery} entries. */
+  public ProcessCluster(Path dir, int n, int snapshotEvery) {
     this.dir = dir;
+    this.snapshotEvery = snapshotEvery;
     try {
       Files.createDirectories(dir);
     } catch (IOException e) {
       throw new UncheckedIOException("cannot create " + dir, e);
     }
-    this.processes = new Process[n];
-    this.paused = new boolean[n];
     List<String> specs = new ArrayList<>();
     for (int i = 0; i < n; i++) {
-      String id = "n" + (i + 1);
-      String listen = "127.0.0.1:" + freePort();
-      FaultProxy proxy = FaultProxy.start(listen);
-      int raft = freePort();
-      ids.add(id);
-      listenAddresses.add(listen);
-      proxies.add(proxy);
-      String advertised = proxy.address();
+      newSlot(false);
+      String advertised = proxies.get(i).address();
       specs.add(
-          id + "=127.0.0.1:" + raft + ":" + advertised.substring(advertised.lastIndexOf(':') + 1));
+          ids.get(i)
+              + "="
+              + raftAddresses.get(i)
+              + ":"
+              + advertised.substring(advertised.lastIndexOf(':') + 1));
     }
     this.peers = String.join(",", specs);
   }
 
+  /** A slot for a node with a new id and new ports; returns its index. */
+  private int newSlot(boolean joiner) {
+    String listen = "127.0.0.1:" + freePort();
+    ids.add("n" + ++lastId);
+    listenAddresses.add(listen);
+    raftAddresses.add("127.0.0.1:" + freePort());
+    proxies.add(FaultProxy.start(listen));
+    joiners.add(joiner);
+    removed.add(false);
+    processes.add(null);
+    paused.add(false);
+    return ids.size() - 1;
+  }
+
+  /**
+   * Prepares a node that will join as a new member (a new id, ports and proxy; {@code idem server
+   * --join}); start it with {@link #start}, then add it with {@link #changeMembers}. Returns its
+   * index.
+   */
+  public synchronized int addJoiner() {
+    return newSlot(true);
+  }
+
+  /** Node {@code i} as a member: its id, raft address and advertised (proxy) client address. */
+  public ClusterStatus.Member member(int i) {
+    return new ClusterStatus.Member(ids.get(i), raftAddresses.get(i), proxies.get(i).address());
+  }
+
+  /**
+   * Changes the members through the leader (the ChangeMembers RPC, as {@code idem member} does),
+   * asking the running nodes directly, not through their proxies; waits up to {@code timeout}.
+   *
+   * @throws IllegalStateException if the change did not commit
+   */
+  public ClusterStatus.Member[] changeMembers(
+      List<ClusterStatus.Member> add, List<String> remove, Duration timeout) {
+    List<String> live = new ArrayList<>();
+    for (int i = 0; i < size(); i++) {
+      if (isRunning(i)) {
+        live.add(listenAddresses.get(i));
+      }
+    }
+    MembershipChange c;
+    try (IdemClient client =
+        IdemClient.builder()
+            .servers(String.join(",", live))
+            .requestTimeout(Duration.ofSeconds(5))
+            .build()) {
+      c = client.changeMembers(add, remove, timeout);
+    }
+    if (!c.committed()) {
+      throw new IllegalStateException(
+          "membership change (add " + add + ", remove " + remove + ") failed: " + c.message());
+    }
+    synchronized (this) {
+      for (String id : remove) {
+        int i = ids.indexOf(id);
+        if (i >= 0) {
+          removed.set(i, true);
+        }
+      }
+    }
+    return c.members().toArray(new ClusterStatus.Member[0]);
+  }
+
+  /** Whether node {@code i} was removed from the members (by {@link #changeMembers}). */
+  public synchronized boolean isRemoved(int i) {
+    return removed.get(i);
+  }
+
+  /**
+   * The lost-disk procedure on node {@code i}: kill -9, delete its data directory, start an empty
+   * node in its slot under a new id (new ports and proxy: {@code idem server --join}), add it, and
+   * once that committed remove the old id. Returns the new id.
+   *
+   * @throws IllegalStateException if a change did not commit within {@code timeout}
+   */
+  public String replaceWiped(int i, Duration timeout) {
+    String old;
+    synchronized (this) {
+      old = ids.get(i);
+      kill(i);
+      deleteTree(dir.resolve(old));
+      proxies.get(i).close();
+      String listen = "127.0.0.1:" + freePort();
+      ids.set(i, "n" + ++lastId);
+      listenAddresses.set(i, listen);
+      raftAddresses.set(i, "127.0.0.1:" + freePort());
+      proxies.set(i, FaultProxy.start(listen));
+      joiners.set(i, true);
+      start(i);
+    }
+    changeMembers(List.of(member(i)), List.of(), timeout);
+    changeMembers(List.of(), List.of(old), timeout);
+    return ids.get(i);
+  }
+
   /** Starts every node. */
   public void startAll() {
-    for (int i = 0; i < processes.length; i++) {
+    for (int i = 0; i < size(); i++) {
       start(i);
     }
   }
 
   /** Starts node {@code i} (a fresh process over its data directory). */
   public synchronized void start(int i) {
-    if (processes[i] != null && processes[i].isAlive()) {
+    if (processes.get(i) != null && processes.get(i).isAlive()) {
       throw new IllegalStateException(ids.get(i) + " is running");
     }
-    processes[i] =
-        launch(
-            List.of("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Xmx512m"),
-            "io.idem.server.Main",
+    if (removed.get(i)) {
+      throw new IllegalStateException(ids.get(i) + " was removed from the members");
+    }
+    List<String> args =
+        new ArrayList<>(
             List.of(
                 "--id",
                 ids.get(i),
                 "--data-dir",
                 dir.resolve(ids.get(i)).toString(),
-                "--peers",
-                peers,
                 "--client-listen",
                 listenAddresses.get(i),
                 "--snapshot-every",
-                Integer.toString(SNAPSHOT_EVERY),
+                Integer.toString(snapshotEvery),
                 "--log-segment-bytes",
-                Integer.toString(LOG_SEGMENT_BYTES)),
-            dir.resolve(ids.get(i) + ".log"));
-    paused[i] = false;
+                Integer.toString(LOG_SEGMENT_BYTES)));
+    if (joiners.get(i)) {
+      args.addAll(
+          List.of(
+              "--join",
+              "--raft-address",
+              raftAddresses.get(i),
+              "--client-address",
+              proxies.get(i).address()));
+    } else {
+      args.addAll(List.of("--peers", peers));
+    }
+    processes.set(
+        i,
+        launch(
+            List.of("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Xmx512m"),
+            "io.idem.server.Main",
+            args,
+            dir.resolve(ids.get(i) + ".log")));
+    paused.set(i, false);
   }
 
   /**
@@ -120,11 +248,11 @@ public final class ProcessCluster implements AutoCloseable {
 
   /** SIGKILL: the process dies at once, its data directory stays. */
   public synchronized void kill(int i) {
-    Process p = processes[i];
+    Process p = processes.get(i);
     if (p == null) {
       return;
     }
-    if (paused[i]) {
+    if (paused.get(i)) {
       signal(p, "CONT"); // a stopped process still dies of SIGKILL, but resume it for clarity
     }
     p.destroyForcibly();
@@ -135,23 +263,23 @@ public final class ProcessCluster implements AutoCloseable {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
-    processes[i] = null;
-    paused[i] = false;
+    processes.set(i, null);
+    paused.set(i, false);
   }
 
   /** SIGSTOP: the process freezes (no heartbeats, no answers) until {@link #resume}. */
   public synchronized void pause(int i) {
-    if (processes[i] != null && !paused[i]) {
-      signal(processes[i], "STOP");
-      paused[i] = true;
+    if (processes.get(i) != null && !paused.get(i)) {
+      signal(processes.get(i), "STOP");
+      paused.set(i, true);
     }
   }
 
   /** SIGCONT. */
   public synchronized void resume(int i) {
-    if (processes[i] != null && paused[i]) {
-      signal(processes[i], "CONT");
-      paused[i] = false;
+    if (processes.get(i) != null && paused.get(i)) {
+      signal(processes.get(i), "CONT");
+      paused.set(i, false);
     }
   }
 
@@ -166,35 +294,45 @@ public final class ProcessCluster implements AutoCloseable {
   }
 
   /** The proxy in front of node {@code i}'s client endpoint. */
-  public FaultProxy proxy(int i) {
+  public synchronized FaultProxy proxy(int i) {
     return proxies.get(i);
   }
 
   public synchronized boolean isRunning(int i) {
-    return processes[i] != null && processes[i].isAlive() && !paused[i];
+    return processes.get(i) != null && processes.get(i).isAlive() && !paused.get(i);
   }
 
-  public int size() {
-    return processes.length;
+  /** The number of slots, removed nodes' included. */
+  public synchronized int size() {
+    return processes.size();
   }
 
-  public String id(int i) {
+  /** The process id of node {@code i}, if it runs. */
+  public synchronized Optional<Long> pid(int i) {
+    Process p = processes.get(i);
+    return p == null ? Optional.empty() : Optional.of(p.pid());
+  }
+
+  public synchronized String id(int i) {
     return ids.get(i);
   }
 
   /** The nodes' own client addresses, bypassing the proxies (for observers the faults spare). */
-  public List<String> directAddresses() {
+  public synchronized List<String> directAddresses() {
     return List.copyOf(listenAddresses);
   }
 
   /** Where clients connect: the proxies. */
-  public List<String> clientAddresses() {
+  public synchronized List<String> clientAddresses() {
     return proxies.stream().map(FaultProxy::address).toList();
   }
 
   /** The status of node {@code i} (asked directly, not through its proxy), if it answers in 1 s. */
   public Optional<StatusReply> status(int i) {
-    String a = listenAddresses.get(i);
+    String a;
+    synchronized (this) {
+      a = listenAddresses.get(i);
+    }
     int colon = a.lastIndexOf(':');
     ManagedChannel ch =
         NettyChannelBuilder.forAddress(
@@ -228,7 +366,7 @@ public final class ProcessCluster implements AutoCloseable {
 
   @Override
   public synchronized void close() {
-    for (int i = 0; i < processes.length; i++) {
+    for (int i = 0; i < processes.size(); i++) {
       kill(i);
     }
     proxies.forEach(FaultProxy::close);

@@ -1,0 +1,224 @@
+package io.idem.server;
+
+import io.idem.proto.ChangeMembersReply;
+import io.idem.proto.ChangeMembersRequest;
+import io.idem.proto.Code;
+import io.idem.proto.Member;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.apache.ratis.protocol.RaftClientReply;
+import org.apache.ratis.protocol.RaftPeer;
+import org.apache.ratis.protocol.RaftPeerId;
+import org.apache.ratis.server.RaftConfiguration;
+
+/**
+ * Membership changes on the leader, through Ratis's configuration change: the request is checked
+ * against the configuration in force, then the new voting set goes to Ratis (compare-and-set on the
+ * current one), which first lets new members catch up as non-voters and then commits the change by
+ * joint consensus. Nothing here touches the replicated state machine: configuration entries are
+ * Ratis's own, applied by Ratis, and never reach {@link ReplicatedState}.
+ */
+final class Membership {
+  /** How long a change may take when the request gives no timeout. */
+  static final long DEFAULT_TIMEOUT_MS = 30_000;
+
+  /** The longest timeout a request may ask for. */
+  static final long MAX_TIMEOUT_MS = 10 * 60_000;
+
+  private final RaftNode raft;
+
+  Membership(RaftNode raft) {
+    this.raft = raft;
+  }
+
+  /** The members in force: the new configuration's voters, then those still leaving, if any. */
+  List<Member> members() {
+    try {
+      return members(raft.configuration());
+    } catch (IOException e) {
+      return List.of();
+    }
+  }
+
+  private static List<Member> members(RaftConfiguration conf) {
+    Map<String, Member> out = new LinkedHashMap<>();
+    for (RaftPeer p : conf.getCurrentPeers()) {
+      out.put(p.getId().toString(), member(p, true));
+    }
+    for (RaftPeer p : conf.getPreviousPeers()) {
+      out.putIfAbsent(p.getId().toString(), member(p, false));
+    }
+    return List.copyOf(out.values());
+  }
+
+  private static Member member(RaftPeer p, boolean voter) {
+    return Member.newBuilder()
+        .setId(p.getId().toString())
+        .setRaftAddress(p.getAddress())
+        .setClientAddress(p.getClientAddress() == null ? "" : p.getClientAddress())
+        .setVoter(voter)
+        .build();
+  }
+
+  /**
+   * Checks and starts a change; the answer comes once it committed, failed, or timed out. Call on
+   * the leader (Ratis refuses elsewhere, answered as {@code NOT_LEADER}).
+   */
+  CompletableFuture<ChangeMembersReply> change(ChangeMembersRequest req) {
+    RaftConfiguration conf;
+    try {
+      conf = raft.configuration();
+    } catch (IOException e) {
+      return CompletableFuture.completedFuture(
+          answer(Code.NOT_LEADER, "this node is not running: " + e.getMessage(), List.of()));
+    }
+    List<RaftPeer> current = List.copyOf(conf.getCurrentPeers());
+    if (!conf.getPreviousPeers().isEmpty()) {
+      return CompletableFuture.completedFuture(
+          answer(
+              Code.MEMBERSHIP_CHANGE_FAILED,
+              "another membership change is under way; try again once it committed",
+              members(conf)));
+    }
+    List<RaftPeer> next = new ArrayList<>();
+    String problem = next(req, current, next);
+    if (problem != null) {
+      return CompletableFuture.completedFuture(
+          answer(Code.INVALID_ARGUMENT, problem, members(conf)));
+    }
+    long timeoutMs = req.getTimeoutMs() == 0 ? DEFAULT_TIMEOUT_MS : req.getTimeoutMs();
+    if (timeoutMs < 0 || timeoutMs > MAX_TIMEOUT_MS) {
+      return CompletableFuture.completedFuture(
+          answer(
+              Code.INVALID_ARGUMENT,
+              "timeout_ms must be in [1, " + MAX_TIMEOUT_MS + "], got " + timeoutMs,
+              members(conf)));
+    }
+    return raft.setConfiguration(current, next)
+        .orTimeout(timeoutMs, TimeUnit.MILLISECONDS)
+        .handle((reply, error) -> outcome(reply, error, timeoutMs));
+  }
+
+  private ChangeMembersReply outcome(RaftClientReply reply, Throwable error, long timeoutMs) {
+    Throwable e =
+        error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
+    if (e == null && reply != null && !reply.isSuccess()) {
+      e =
+          reply.getNotLeaderException() != null
+              ? reply.getNotLeaderException()
+              : reply.getException();
+    }
+    if (e == null) {
+      return answer(Code.OK, "", members());
+    }
+    if (e instanceof org.apache.ratis.protocol.exceptions.NotLeaderException
+        || e instanceof org.apache.ratis.protocol.exceptions.LeaderNotReadyException) {
+      return answer(Code.NOT_LEADER, "not the leader: " + e.getMessage(), members());
+    }
+    if (e instanceof TimeoutException) {
+      return answer(
+          Code.MEMBERSHIP_CHANGE_FAILED,
+          "the change did not commit within "
+              + timeoutMs
+              + " ms (a new member still catching up, or no quorum); it may still commit:"
+              + " list the members",
+          members());
+    }
+    String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+    if (e instanceof org.apache.ratis.protocol.exceptions.ReconfigurationTimeoutException) {
+      why =
+          "a new member made no progress catching up (is it running with --join, and is its raft"
+              + " address right?): "
+              + why;
+    }
+    return answer(Code.MEMBERSHIP_CHANGE_FAILED, why, members());
+  }
+
+  /**
+   * Fills {@code next} with {@code current} minus the removed plus the added members; returns what
+   * is wrong with the request instead, or null.
+   */
+  private static String next(
+      ChangeMembersRequest req, List<RaftPeer> current, List<RaftPeer> next) {
+    if (req.getAddCount() == 0 && req.getRemoveCount() == 0) {
+      return "the change adds and removes no member";
+    }
+    Set<String> ids = new HashSet<>();
+    Set<String> raftAddresses = new HashSet<>();
+    Set<String> clientAddresses = new HashSet<>();
+    for (RaftPeer p : current) {
+      ids.add(p.getId().toString());
+      raftAddresses.add(p.getAddress());
+      clientAddresses.add(p.getClientAddress());
+    }
+    Set<String> removed = new HashSet<>();
+    for (String id : req.getRemoveList()) {
+      if (!ids.contains(id)) {
+        return "no member " + id + " to remove (members: " + String.join(", ", sorted(ids)) + ")";
+      }
+      if (!removed.add(id)) {
+        return id + " is named twice";
+      }
+    }
+    for (RaftPeer p : current) {
+      if (!removed.contains(p.getId().toString())) {
+        next.add(p);
+      }
+    }
+    for (Member m : req.getAddList()) {
+      ServerConfig.Peer peer;
+      try {
+        peer = new ServerConfig.Peer(m.getId(), m.getRaftAddress(), m.getClientAddress());
+      } catch (IllegalArgumentException e) {
+        return e.getMessage();
+      }
+      if (ids.contains(peer.id())) {
+        // Also when the same id is removed in this change: a node keeps its id for life, and a
+        // node that lost its disk must never come back under its old one (docs/OPERATIONS.md).
+        return peer.id()
+            + " is already a member: a new member needs a new id (a node that lost its disk"
+            + " rejoins under a new id and the old one is removed)";
+      }
+      if (!raftAddresses.add(peer.raftAddress())) {
+        return "raft address " + peer.raftAddress() + " is already in use by a member";
+      }
+      if (!clientAddresses.add(peer.clientAddress())) {
+        return "client address " + peer.clientAddress() + " is already in use by a member";
+      }
+      ids.add(peer.id());
+      next.add(
+          RaftPeer.newBuilder()
+              .setId(RaftPeerId.valueOf(peer.id()))
+              .setAddress(peer.raftAddress())
+              .setClientAddress(peer.clientAddress())
+              .build());
+    }
+    if (next.isEmpty()) {
+      return "the change would leave no member: a cluster keeps at least one";
+    }
+    return null;
+  }
+
+  private static List<String> sorted(Set<String> ids) {
+    List<String> l = new ArrayList<>(ids);
+    l.sort(null);
+    return l;
+  }
+
+  private static ChangeMembersReply answer(Code code, String message, List<Member> members) {
+    return ChangeMembersReply.newBuilder()
+        .setCode(code)
+        .setMessage(message)
+        .addAllMembers(members)
+        .build();
+  }
+}
