@@ -277,6 +277,71 @@ class IdemCliTest {
   }
 
   @Test
+  void memberCommandsRefuseBadInputAndChangeNothing(@TempDir Path dir) throws Exception {
+    try (IdemServer server = startNode(dir)) {
+      assertThat(
+              run(
+                  "member",
+                  "add",
+                  "--id",
+                  "n2",
+                  "--raft-address",
+                  "nohostport",
+                  "--client-address",
+                  "127.0.0.1:1",
+                  "--servers",
+                  servers))
+          .isEqualTo(2);
+      assertOneLineError("--raft-address must be host:port, got \"nohostport\"");
+      err.getBuffer().setLength(0);
+      assertThat(
+              run(
+                  "member",
+                  "replace",
+                  "--old",
+                  "n1",
+                  "--id",
+                  "n1",
+                  "--raft-address",
+                  "127.0.0.1:1",
+                  "--client-address",
+                  "127.0.0.1:2",
+                  "--servers",
+                  servers))
+          .isEqualTo(2);
+      assertOneLineError("the new member needs a new id, not n1");
+      err.getBuffer().setLength(0);
+      assertThat(run("member", "remove", "--id", "n9", "--servers", servers)).isEqualTo(1);
+      assertOneLineError("refused, nothing changed: no member n9 to remove (members: n1)");
+      err.getBuffer().setLength(0);
+      assertThat(run("member", "remove", "--id", "n1", "--servers", servers)).isEqualTo(1);
+      assertOneLineError("the change would leave no member");
+      err.getBuffer().setLength(0);
+      assertThat(
+              run(
+                  "member",
+                  "add",
+                  "--id",
+                  "n1",
+                  "--raft-address",
+                  "127.0.0.1:1",
+                  "--client-address",
+                  "127.0.0.1:2",
+                  "--servers",
+                  servers))
+          .isEqualTo(1);
+      assertOneLineError("n1 is already a member: a new member needs a new id");
+      assertThat(server.status().getMembersList())
+          .extracting(m -> m.getId() + " " + m.getVoter())
+          .containsExactly("n1 true");
+      assertThat(run("member", "list", "--servers", servers)).as(err.toString()).isEqualTo(0);
+      assertThat(out.toString())
+          .containsPattern(
+              "n1 +127\\.0\\.0\\.1:[0-9]+ +" + Pattern.quote(servers) + " +LEADER +voter");
+    }
+  }
+
+  @Test
   void leaseIsRenewedAndRevokedOnlyWithTheHoldersIdentity(@TempDir Path dir) throws Exception {
     try (IdemServer server = startNode(dir)) {
       String id = dir.resolve("me.id").toString();

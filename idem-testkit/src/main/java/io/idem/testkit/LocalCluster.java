@@ -141,8 +141,9 @@ public final class LocalCluster implements AutoCloseable {
    * index: it would probe the empty node from that index forever instead of installing a snapshot
    * (Ratis {@code LogAppenderBase.getNextIndexForInconsistency}). A new leader starts without that
    * memory, so if another node led while {@code i} was wiped, leadership is moved to a third node
-   * (or, without one, that leader is restarted). The same procedure applies to a production node
-   * that lost its disk.
+   * (or, without one, that leader is restarted). This tests Ratis's snapshot install under
+   * controlled conditions; it is not the procedure for a production node that lost its disk, which
+   * rejoins under a new id (docs/OPERATIONS.md).
    */
   public void wipeAndRestart(int i) {
     int leaderBefore = -1;
