@@ -1,11 +1,15 @@
 package io.idem.server;
 
+import io.grpc.ManagedChannel;
 import io.grpc.Server;
 import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 import io.grpc.netty.shaded.io.netty.handler.ssl.ClientAuth;
 import io.grpc.netty.shaded.io.netty.handler.ssl.SslContext;
+import io.idem.proto.IdemGrpc;
 import io.idem.proto.StatusReply;
+import io.idem.proto.StatusRequest;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -64,7 +68,7 @@ public final class IdemServer implements AutoCloseable {
             System::currentTimeMillis,
             stateMachine::bootstrapCommand,
             "idem-batcher-" + config.id());
-    this.membership = new Membership(raft);
+    this.membership = new Membership(raft, a -> probe(a, config.tls()));
     FrontDoor door = new FrontDoor(raft, batcher, stateMachine, this::status, membership);
     String client = config.clientListenAddress();
     int colon = client.lastIndexOf(':');
@@ -124,6 +128,39 @@ public final class IdemServer implements AutoCloseable {
         config.id(),
         client,
         config.self().raftAddress());
+  }
+
+  /**
+   * Another node's Status, asked at its client address within {@link Membership#PROBE_TIMEOUT_MS},
+   * over TLS with this node's certificate when it has one.
+   */
+  private static StatusReply probe(String address, TlsFiles tls) {
+    NettyChannelBuilder b = NettyChannelBuilder.forTarget(address);
+    ManagedChannel channel;
+    if (tls == null) {
+      channel = b.usePlaintext().build();
+    } else {
+      try {
+        channel =
+            b.sslContext(
+                    GrpcSslContexts.forClient()
+                        .trustManager(tls.trustedCertificates().toFile())
+                        .keyManager(tls.certificateChain().toFile(), tls.privateKey().toFile())
+                        .build())
+                .build();
+      } catch (javax.net.ssl.SSLException e) {
+        throw new IllegalStateException("cannot use the TLS files " + tls, e);
+      }
+    }
+    try {
+      return IdemGrpc.newBlockingStub(channel)
+          .withDeadlineAfter(Membership.PROBE_TIMEOUT_MS, TimeUnit.MILLISECONDS)
+          .status(StatusRequest.getDefaultInstance());
+    } catch (io.grpc.StatusRuntimeException e) {
+      throw new IllegalStateException(e.getStatus().getCode().toString(), e);
+    } finally {
+      channel.shutdownNow();
+    }
   }
 
   /** The client port's TLS context, or null for plaintext. */
@@ -292,6 +329,7 @@ public final class IdemServer implements AutoCloseable {
     if (admin != null) {
       admin.close();
     }
+    membership.close();
     grpc.shutdownNow();
     batcher.close();
     try {

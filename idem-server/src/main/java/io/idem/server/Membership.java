@@ -4,6 +4,7 @@ import io.idem.proto.ChangeMembersReply;
 import io.idem.proto.ChangeMembersRequest;
 import io.idem.proto.Code;
 import io.idem.proto.Member;
+import io.idem.proto.StatusReply;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -13,8 +14,11 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.Function;
 import org.apache.ratis.protocol.RaftClientReply;
 import org.apache.ratis.protocol.RaftPeer;
 import org.apache.ratis.protocol.RaftPeerId;
@@ -34,10 +38,32 @@ final class Membership {
   /** The longest timeout a request may ask for. */
   static final long MAX_TIMEOUT_MS = 10 * 60_000;
 
-  private final RaftNode raft;
+  /** How long a new member's client port has to answer the leader's Status before the change. */
+  static final long PROBE_TIMEOUT_MS = 2_000;
 
-  Membership(RaftNode raft) {
+  private final RaftNode raft;
+  private final Function<String, StatusReply> probe;
+
+  /** Runs the checks that block (the probe, cancelling a stuck change) off the gRPC threads. */
+  private final ExecutorService worker =
+      Executors.newCachedThreadPool(
+          r -> {
+            Thread t = new Thread(r, "idem-membership");
+            t.setDaemon(true);
+            return t;
+          });
+
+  /**
+   * @param probe asks the node at a client address for its Status (within {@link
+   *     #PROBE_TIMEOUT_MS}), throwing if it does not answer
+   */
+  Membership(RaftNode raft, Function<String, StatusReply> probe) {
     this.raft = raft;
+    this.probe = probe;
+  }
+
+  void close() {
+    worker.shutdownNow();
   }
 
   /** The members in force: the new configuration's voters, then those still leaving, if any. */
@@ -71,9 +97,18 @@ final class Membership {
 
   /**
    * Checks and starts a change; the answer comes once it committed, failed, or timed out. Call on
-   * the leader (Ratis refuses elsewhere, answered as {@code NOT_LEADER}).
+   * the leader (Ratis refuses elsewhere, answered as {@code NOT_LEADER}). Never blocks the caller.
    */
   CompletableFuture<ChangeMembersReply> change(ChangeMembersRequest req) {
+    try {
+      return CompletableFuture.supplyAsync(() -> start(req), worker).thenCompose(f -> f);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      return CompletableFuture.completedFuture(
+          answer(Code.NOT_LEADER, "this node is stopping", List.of()));
+    }
+  }
+
+  private CompletableFuture<ChangeMembersReply> start(ChangeMembersRequest req) {
     RaftConfiguration conf;
     try {
       conf = raft.configuration();
@@ -103,12 +138,53 @@ final class Membership {
               "timeout_ms must be in [1, " + MAX_TIMEOUT_MS + "], got " + timeoutMs,
               members(conf)));
     }
+    for (Member m : req.getAddList()) {
+      String wrong = probeNewMember(m);
+      if (wrong != null) {
+        return CompletableFuture.completedFuture(
+            answer(Code.INVALID_ARGUMENT, wrong, members(conf)));
+      }
+    }
     return raft.setConfiguration(current, next)
         .orTimeout(timeoutMs, TimeUnit.MILLISECONDS)
-        .handle((reply, error) -> outcome(reply, error, timeoutMs));
+        .handleAsync((reply, error) -> outcome(reply, error, timeoutMs, current), worker);
   }
 
-  private ChangeMembersReply outcome(RaftClientReply reply, Throwable error, long timeoutMs) {
+  /**
+   * Asks a member to be added for its Status: it must answer at its client address, under its id,
+   * and belong to no cluster yet ({@code idem server --join}). Ratis would otherwise stage a peer
+   * that never answers, and (seen with Ratis 3.3 on a leader whose followers keep it busy) keep the
+   * change staged for good, refusing every later one. Returns what is wrong, or null.
+   */
+  private String probeNewMember(Member m) {
+    StatusReply s;
+    try {
+      s = probe.apply(m.getClientAddress());
+    } catch (RuntimeException e) {
+      return m.getId()
+          + " does not answer at its client address "
+          + m.getClientAddress()
+          + " ("
+          + e.getMessage()
+          + "): start it first with `idem server --join --id "
+          + m.getId()
+          + "`";
+    }
+    if (!s.getId().equals(m.getId())) {
+      return "the node at " + m.getClientAddress() + " is " + s.getId() + ", not " + m.getId();
+    }
+    if (s.getMembersCount() > 0) {
+      return "the node at "
+          + m.getClientAddress()
+          + " already has members ("
+          + s.getMembersList().stream().map(Member::getId).toList()
+          + "): a new member starts empty, with `idem server --join`";
+    }
+    return null;
+  }
+
+  private ChangeMembersReply outcome(
+      RaftClientReply reply, Throwable error, long timeoutMs, List<RaftPeer> before) {
     Throwable e =
         error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
     if (e == null && reply != null && !reply.isSuccess()) {
@@ -127,10 +203,7 @@ final class Membership {
     if (e instanceof TimeoutException) {
       return answer(
           Code.MEMBERSHIP_CHANGE_FAILED,
-          "the change did not commit within "
-              + timeoutMs
-              + " ms (a new member still catching up, or no quorum); it may still commit:"
-              + " list the members",
+          "the change did not commit within " + timeoutMs + " ms; " + cancelStaged(before),
           members());
     }
     String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
@@ -141,6 +214,46 @@ final class Membership {
               + why;
     }
     return answer(Code.MEMBERSHIP_CHANGE_FAILED, why, members());
+  }
+
+  /**
+   * After a timeout: if the change never left Ratis's staging (new members still catching up, the
+   * configuration in force still {@code before}), this leader steps down, which drops the staged
+   * change (Ratis 3.3 has no call to cancel one, and refuses to transfer leadership while it
+   * stages); otherwise the change is under way and will commit. Returns what happened, for the
+   * answer.
+   */
+  private String cancelStaged(List<RaftPeer> before) {
+    RaftConfiguration conf;
+    try {
+      conf = raft.configuration();
+    } catch (IOException e) {
+      return "this node stopped: list the members";
+    }
+    boolean staged =
+        conf.getPreviousPeers().isEmpty()
+            && ids(conf.getCurrentPeers()).equals(ids(before))
+            && raft.isLeader();
+    if (!staged) {
+      return "it is under way and may still commit: list the members";
+    }
+    try {
+      raft.stepDown(PROBE_TIMEOUT_MS * 2);
+      return "a new member was still catching up; the leader stepped down to cancel the change"
+          + " (an election follows): nothing changed. If its raft address was wrong, start it"
+          + " again under a new id: a node keeps the raft address it tried for an id until it"
+          + " restarts";
+    } catch (IOException ex) {
+      return "a new member was still catching up and the change stays staged on this leader ("
+          + ex.getMessage()
+          + "): restart the leader to cancel it";
+    }
+  }
+
+  private static Set<String> ids(java.util.Collection<RaftPeer> peers) {
+    Set<String> out = new HashSet<>();
+    peers.forEach(p -> out.add(p.getId().toString()));
+    return out;
   }
 
   /**

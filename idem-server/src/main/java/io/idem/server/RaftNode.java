@@ -313,9 +313,39 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
     }
   }
 
+  /**
+   * If this node leads, steps down without naming a successor (an election follows), which also
+   * drops a membership change Ratis still stages; waits up to {@code timeoutMs}.
+   */
+  void stepDown(long timeoutMs) throws IOException {
+    org.apache.ratis.protocol.TransferLeadershipRequest request =
+        new org.apache.ratis.protocol.TransferLeadershipRequest(
+            clientId, server.getId(), GROUP_ID, callId.incrementAndGet(), null, timeoutMs);
+    RaftClientReply reply;
+    try {
+      reply =
+          server
+              .transferLeadershipAsync(request)
+              .get(timeoutMs + 5_000, java.util.concurrent.TimeUnit.MILLISECONDS);
+    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+      throw new IOException("stepping down failed: " + e, e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("interrupted", e);
+    }
+    if (!reply.isSuccess()) {
+      throw new IOException("stepping down refused: " + reply.getException());
+    }
+  }
+
   /** The first index still in the local log (above 0 once purged behind a snapshot). */
   long logStartIndex() throws IOException {
     return server.getDivision(GROUP_ID).getRaftLog().getStartIndex();
+  }
+
+  /** This node's id. */
+  String id() {
+    return server.getId().toString();
   }
 
   /**
