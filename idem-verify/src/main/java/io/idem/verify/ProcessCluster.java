@@ -172,9 +172,31 @@ public final class ProcessCluster implements AutoCloseable {
       joiners.set(i, true);
       start(i);
     }
+    awaitAnswering(i, timeout);
     changeMembers(List.of(member(i)), List.of(), timeout);
     changeMembers(List.of(), List.of(old), timeout);
     return ids.get(i);
+  }
+
+  /**
+   * Waits until node {@code i} answers Status (a new process takes seconds to listen on a loaded
+   * machine, and the leader refuses to add a node that does not answer).
+   *
+   * @throws IllegalStateException if it does not answer within {@code timeout}
+   */
+  public void awaitAnswering(int i, Duration timeout) {
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (status(i).isEmpty()) {
+      if (System.nanoTime() > deadline) {
+        throw new IllegalStateException(id(i) + " did not answer within " + timeout);
+      }
+      try {
+        Thread.sleep(100);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException("interrupted waiting for " + id(i), e);
+      }
+    }
   }
 
   /** Starts every node. */

@@ -71,6 +71,7 @@ class MembershipScenarioTest {
       int n5 = cl.addJoiner();
       for (int i : List.of(n4, n5)) {
         cl.start(i);
+        cl.awaitAnswering(i, Duration.ofSeconds(60));
         cl.changeMembers(List.of(cl.member(i)), List.of(), Duration.ofSeconds(60));
       }
       assertThat(memberIds(cl)).containsExactlyInAnyOrder("n1", "n2", "n3", "n4", "n5");
