@@ -1,6 +1,7 @@
 package io.idem.server;
 
 import io.grpc.Server;
+import io.grpc.ServerInterceptors;
 import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 import io.grpc.netty.shaded.io.netty.handler.ssl.ClientAuth;
@@ -72,7 +73,7 @@ public final class IdemServer implements AutoCloseable {
           NettyServerBuilder.forAddress(
                   new InetSocketAddress(
                       client.substring(0, colon), Integer.parseInt(client.substring(colon + 1))))
-              .addService(door)
+              .addService(ServerInterceptors.intercept(door, new ClientPrincipal()))
               // Handlers run on the I/O threads: they only queue commands or read the state
               // briefly, and the hop to an executor per message cost a sixth of the leader's CPU.
               .directExecutor()
