@@ -390,7 +390,8 @@ final class SessionDriver {
               @Override
               public void onError(Throwable t) {
                 LOG.debug("register via {} failed: {}", r.address(), t.toString());
-                apply(m -> m.registerFailed(nonce, now()));
+                String why = r.address() + ": " + describe(t);
+                apply(m -> m.registerFailed(nonce, why, now()));
               }
 
               @Override
@@ -518,5 +519,26 @@ final class SessionDriver {
       transport.shutdown();
     }
     stopped.countDown();
+  }
+
+  /**
+   * A failed RPC in one line: its gRPC status and the innermost cause's message, which names what a
+   * handshake refused ("Received fatal alert: certificate_required", "PKIX path building failed").
+   */
+  static String describe(Throwable t) {
+    Status status = Status.fromThrowable(t);
+    StringBuilder b = new StringBuilder(status.getCode().toString());
+    if (status.getDescription() != null) {
+      b.append(": ").append(status.getDescription());
+    }
+    Throwable root = t;
+    while (root.getCause() != null && root.getCause() != root) {
+      root = root.getCause();
+    }
+    if (root != t && root.getMessage() != null) {
+      b.append(" (").append(root.getClass().getSimpleName()).append(": ").append(root.getMessage());
+      b.append(')');
+    }
+    return b.toString().replace('\n', ' ');
   }
 }

@@ -15,6 +15,7 @@ import io.idem.proto.ServerFrame;
 import io.idem.server.TlsFiles;
 import io.idem.testkit.LocalCluster;
 import io.idem.testkit.RawSession;
+import io.idem.testkit.TestCertificates;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -38,97 +39,7 @@ class TlsTest {
 
   @BeforeAll
   static void makeCertificates() throws Exception {
-    for (String ca : List.of("ca", "other-ca")) {
-      openssl(
-          "req",
-          "-x509",
-          "-newkey",
-          "rsa:2048",
-          "-nodes",
-          "-keyout",
-          ca + ".key",
-          "-out",
-          ca + ".pem",
-          "-days",
-          "2",
-          "-subj",
-          "/CN=idem test " + ca);
-    }
-    Files.writeString(certs.resolve("san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
-    for (String who : List.of("node", "client", "tenant-b")) {
-      openssl(
-          "req",
-          "-newkey",
-          "rsa:2048",
-          "-nodes",
-          "-keyout",
-          who + ".key",
-          "-out",
-          who + ".csr",
-          "-subj",
-          "/CN=" + who);
-      openssl(
-          "x509",
-          "-req",
-          "-in",
-          who + ".csr",
-          "-CA",
-          "ca.pem",
-          "-CAkey",
-          "ca.key",
-          "-CAcreateserial",
-          "-out",
-          who + ".pem",
-          "-days",
-          "2",
-          "-extfile",
-          "san.ext");
-    }
-    // A client certificate from a CA the nodes do not trust.
-    openssl(
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "stranger.key",
-        "-out",
-        "stranger.csr",
-        "-subj",
-        "/CN=stranger");
-    openssl(
-        "x509",
-        "-req",
-        "-in",
-        "stranger.csr",
-        "-CA",
-        "other-ca.pem",
-        "-CAkey",
-        "other-ca.key",
-        "-CAcreateserial",
-        "-out",
-        "stranger.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "san.ext");
-  }
-
-  private static void openssl(String... args) throws Exception {
-    List<String> command = new ArrayList<>(List.of("openssl"));
-    command.addAll(List.of(args));
-    Process p =
-        new ProcessBuilder(command)
-            .directory(certs.toFile())
-            .redirectErrorStream(true)
-            .redirectOutput(certs.resolve("openssl.log").toFile())
-            .start();
-    try {
-      assertThat(p.waitFor(60, TimeUnit.SECONDS)).as("openssl finished").isTrue();
-      assertThat(p.exitValue()).as("openssl " + String.join(" ", args)).isZero();
-    } finally {
-      p.destroyForcibly();
-    }
+    TestCertificates.create(certs);
   }
 
   /** Runs openssl {@code args} with no input; its output. */

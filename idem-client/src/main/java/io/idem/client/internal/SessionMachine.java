@@ -177,6 +177,10 @@ public final class SessionMachine {
   private String leaderHint = "";
   private int stream;
   private long backoff = MIN_BACKOFF_NANOS;
+
+  /** Why the last registration attempt failed, until one is answered; "" if unknown. */
+  private String lastConnectProblem = "";
+
   private long retryAt;
   private long lastFrameAt;
   private long lastKeepAliveAt;
@@ -253,6 +257,7 @@ public final class SessionMachine {
     if (state != State.REGISTERING || attempt != nonce) {
       return;
     }
+    lastConnectProblem = "";
     switch (reply.getCode()) {
       case OK -> registered(reply, now);
       case NOT_LEADER, TOO_MANY_SESSIONS, OVERLOADED, NAME_IN_USE ->
@@ -276,7 +281,19 @@ public final class SessionMachine {
 
   /** The Register RPC of attempt {@code attempt} failed (no answer, connection refused, ...). */
   public void registerFailed(long attempt, long now) {
+    registerFailed(attempt, "", now);
+  }
+
+  /**
+   * {@link #registerFailed(long, long)}, with what went wrong ({@code why}, e.g. a refused TLS
+   * handshake): a call that reaches its deadline without a session says it, so that a client that
+   * can never connect learns why rather than only that it could not.
+   */
+  public void registerFailed(long attempt, String why, long now) {
     if (state == State.REGISTERING && attempt == nonce) {
+      if (!why.isEmpty()) {
+        lastConnectProblem = why;
+      }
       retryRegistration("", now);
     }
   }
@@ -345,7 +362,10 @@ public final class SessionMachine {
             c,
             notSent(
                 NotSentException.Reason.DEADLINE,
-                "no session and connection within the call's deadline; not sent",
+                "no session and connection within the call's deadline; not sent"
+                    + (lastConnectProblem.isEmpty()
+                        ? ""
+                        : " (last attempt: " + lastConnectProblem + ")"),
                 null));
       }
     }

@@ -229,6 +229,21 @@ class SessionMachineTest {
     }
 
     @Test
+    void aCallThatNeverGotASessionSaysWhyTheLastAttemptFailed() {
+      SessionMachine.Call c = h.submit(append("v1"), 100 * MS);
+      long n = h.registerNonce(h.effects());
+      h.m.registerFailed(
+          n, "a:1: UNAVAILABLE (SSLHandshakeException: certificate_required)", h.now);
+      h.advance(101 * MS);
+      h.effects();
+      NotSentException e = failure(c, NotSentException.class);
+      assertThat(e.reason()).isEqualTo(NotSentException.Reason.DEADLINE);
+      assertThat(e)
+          .hasMessageContaining(
+              "(last attempt: a:1: UNAVAILABLE (SSLHandshakeException: certificate_required))");
+    }
+
+    @Test
     void closeFailsWaitingCallsAsNotSent() {
       SessionMachine.Call c = h.submit("v1");
       h.effects();
