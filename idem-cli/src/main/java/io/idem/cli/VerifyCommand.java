@@ -56,7 +56,9 @@ final class VerifyCommand implements Callable<Integer> {
       description =
           "With --workload keys: idem (3 server processes; faults: lost responses, kill -9 of the"
               + " leader), redis (the Redis store on a private redis-server with appendfsync"
-              + " always; fault: kill -9 and restart of redis-server), or seed001 (seed 001's"
+              + " always; fault: kill -9 and restart of redis-server), postgres (the PostgreSQL"
+              + " store's transactional mode on a private PostgreSQL; fault: an immediate shutdown"
+              + " and restart), or seed001 (seed 001's"
               + " algorithm on the same redis-server: the negative control, exit 0 only if the"
               + " checker flags its double payments). Workers are killed and paused on every"
               + " store. Default: ${DEFAULT-VALUE}.")

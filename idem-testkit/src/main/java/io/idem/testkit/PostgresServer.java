@@ -1,4 +1,4 @@
-package io.idem.keys.postgres;
+package io.idem.testkit;
 
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
@@ -43,8 +43,12 @@ import java.util.stream.Stream;
  * /usr/lib/postgresql/<version>/bin} that has {@code initdb} and {@code postgres}.
  */
 public final class PostgresServer implements AutoCloseable {
-  static final String DATABASE = "idem";
-  static final String USER = "postgres";
+  /** The database the server creates, which {@link #jdbcUrl} names. */
+  public static final String DATABASE = "idem";
+
+  /** The superuser, trusted on 127.0.0.1 without a password. */
+  public static final String USER = "postgres";
+
   private static final Duration READY_BOUND = Duration.ofSeconds(60);
   private static final Duration STOP_BOUND = Duration.ofSeconds(10);
 
@@ -437,7 +441,8 @@ public final class PostgresServer implements AutoCloseable {
     return Optional.empty();
   }
 
-  static int freePort() {
+  /** A TCP port on 127.0.0.1 that nothing listens on now. */
+  public static int freePort() {
     try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
       return s.getLocalPort();
     } catch (IOException e) {
