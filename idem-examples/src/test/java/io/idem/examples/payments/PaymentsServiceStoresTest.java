@@ -2,7 +2,7 @@ package io.idem.examples.payments;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.idem.keys.postgres.PostgresServer;
+import io.idem.testkit.PostgresServer;
 import io.idem.testkit.RedisServer;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.api.StatefulRedisConnection;
