@@ -4,8 +4,6 @@ import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -101,7 +99,8 @@ public final class PostgresServer implements AutoCloseable {
     } catch (IOException e) {
       throw new UncheckedIOException("cannot make the server's directory", e);
     }
-    PostgresServer server = new PostgresServer(dir, bin, freePort(), durability, settings);
+    PostgresServer server =
+        new PostgresServer(dir, bin, LocalCluster.freePort(), durability, settings);
     try {
       server.initdb();
       server.start();
@@ -439,15 +438,6 @@ public final class PostgresServer implements AutoCloseable {
       Thread.currentThread().interrupt();
     }
     return Optional.empty();
-  }
-
-  /** A TCP port on 127.0.0.1 that nothing listens on now. */
-  public static int freePort() {
-    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-      return s.getLocalPort();
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
   }
 
   private static void sleep(long ms) {

@@ -2,6 +2,7 @@ package io.idem.examples.payments;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.idem.testkit.LocalCluster;
 import io.idem.testkit.PostgresServer;
 import io.idem.testkit.RedisServer;
 import io.lettuce.core.RedisClient;
@@ -105,7 +106,7 @@ class PaymentsServiceStoresTest {
    */
   private static void withdrawTwiceThenPlain(String[] storeArgs, LongSupplier balance)
       throws Exception {
-    int port = RedisServer.freePort();
+    int port = LocalCluster.freePort();
     String[] args = new String[storeArgs.length + 4];
     System.arraycopy(storeArgs, 0, args, 0, storeArgs.length);
     System.arraycopy(
