@@ -36,8 +36,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * to lists and incrementing counters (pipelined), reading, writing and compare-and-setting
  * registers, taking turns at leases, and appending from client processes of their own; while a
  * seeded schedule kills (SIGKILL), pauses (SIGSTOP) and wipes nodes, loses responses, resets
- * connections, delays traffic and kills client processes. Then final reads, the checkers, and the
- * replicas' digests. Every operation is recorded in a JSON lines history next to the servers' logs.
+ * connections, delays traffic, kills client processes, and partitions the servers ({@link
+ * PeerFaults}). Then final reads, the checkers, and the replicas' digests. Every operation is
+ * recorded in a JSON lines history next to the servers' logs.
  */
 public final class Campaign {
 
@@ -163,7 +164,13 @@ public final class Campaign {
     RESET_CONNECTIONS,
     DELAY,
     KILL_CLIENT_PROCESS,
-    WIPE_LEADER
+    WIPE_LEADER,
+    // Between servers (PeerFaults, on the cluster's PeerNetwork):
+    ISOLATE_LEADER,
+    SPLIT_MAJORITY,
+    BRIDGE,
+    ONE_WAY,
+    HALF_OPEN_PEER_LINK
   }
 
   static final int LISTS = 8;
@@ -240,6 +247,7 @@ public final class Campaign {
                 + first.getValue(),
             first.getValue());
       }
+      cl.network().healAll();
       for (int i = 0; i < cl.size(); i++) {
         cl.resume(i);
         cl.proxy(i).passResponses();
@@ -787,6 +795,8 @@ public final class Campaign {
         workers.set(w, startWorker(w));
       }
       case WIPE_LEADER -> wipe(leader);
+      case ISOLATE_LEADER, SPLIT_MAJORITY, BRIDGE, ONE_WAY, HALF_OPEN_PEER_LINK ->
+          count(new PeerFaults(cluster).inject(PeerFaults.Kind.valueOf(fault.name()), r));
     }
   }
 
