@@ -21,10 +21,11 @@ import org.junit.jupiter.api.io.TempDir;
  * leads, which are stale if the node answers them locally (the negative control, flagged by {@link
  * RegisterChecker}) and never answered stale with the ReadIndex reads Idem uses.
  */
-@Timeout(180)
+// Each test starts three server processes, and the negative control restarts some: minutes on a
+// loaded machine (174 s seen at a load average of 25 on 2 cores).
+@Timeout(420)
 class PartitionTest {
-  @TempDir(cleanup = org.junit.jupiter.api.io.CleanupMode.NEVER)
-  Path dir;
+  @TempDir Path dir;
 
   private final long t0 = System.nanoTime();
   private final List<Op> history = new ArrayList<>();
