@@ -715,14 +715,18 @@ public final class Campaign {
     List<Fault> round = new ArrayList<>();
     long every = settings.faultEvery().toMillis();
     int rounds = 0;
+    long faultMs = 0; // how long the faults injected so far took, and how many
+    int injected = 0;
     while (System.nanoTime() < end) {
       long pause = every / 2 + r.nextInt((int) Math.max(1, every));
       if (rounds == 0 || (rounds == 1 && !round.isEmpty())) {
         // The first round must finish within the run, also on a loaded machine where faults take
-        // longer: the pauses shrink so that the kinds still due fit into the time left.
+        // longer: the pauses shrink so that the kinds still due, each taking as long as the faults
+        // so far did on average, fit into the time left.
         int due = round.isEmpty() ? kinds.size() : round.size();
         long left = (end - System.nanoTime()) / 1_000_000;
-        pause = Math.max(0, Math.min(pause, left / (due + 1)));
+        long each = injected == 0 ? every : faultMs / injected;
+        pause = Math.max(0, Math.min(pause, (left - due * each) / (due + 1)));
       }
       Thread.sleep(pause);
       if (System.nanoTime() >= end) {
@@ -733,7 +737,10 @@ public final class Campaign {
         Collections.shuffle(round, r);
         rounds++;
       }
+      long start = System.nanoTime();
       inject(round.remove(round.size() - 1), r);
+      faultMs += (System.nanoTime() - start) / 1_000_000;
+      injected++;
     }
   }
 
