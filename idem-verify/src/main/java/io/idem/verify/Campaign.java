@@ -210,7 +210,9 @@ public final class Campaign {
     try (ProcessCluster cl = new ProcessCluster(dir, settings.nodes())) {
       this.cluster = cl;
       cl.startAll();
-      awaitLeader(Duration.ofSeconds(60));
+      // Three JVMs starting at once took 50-55 s to serve on the shared machine at a load average
+      // of 25-30 (server logs), past a minute's wait for a leader.
+      awaitLeader(Duration.ofSeconds(180));
       end = System.nanoTime() + settings.duration().toNanos();
       List<Thread> threads = new ArrayList<>();
       int c = 0;

@@ -42,6 +42,7 @@ public final class ProcessCluster implements AutoCloseable {
   private final List<List<String>> extraArgs = new ArrayList<>();
   private final Process[] processes;
   private final boolean[] paused;
+  private final ManagedChannel[] statusChannels;
 
   /** Chooses free loopback ports for {@code n} nodes and starts their proxies; starts no node. */
   public ProcessCluster(Path dir, int n) {
@@ -53,6 +54,7 @@ public final class ProcessCluster implements AutoCloseable {
     }
     this.processes = new Process[n];
     this.paused = new boolean[n];
+    this.statusChannels = new ManagedChannel[n];
     List<String> raft = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       String listen = "127.0.0.1:" + freePort();
@@ -223,25 +225,43 @@ public final class ProcessCluster implements AutoCloseable {
     return proxies.stream().map(FaultProxy::address).toList();
   }
 
-  /** The status of node {@code i} (asked directly, not through its proxy), if it answers in 1 s. */
+  /**
+   * The status of node {@code i} (asked directly, not through its proxy), if it answers in 1 s. The
+   * channel to each node is kept while it answers and replaced after a failure: a new channel per
+   * call (connection and HTTP/2 handshake inside the 1 s) missed the deadline on every call when
+   * the machine was loaded, and the campaign saw no leader for a minute while the nodes had one.
+   */
   public Optional<StatusReply> status(int i) {
-    String a = listenAddresses.get(i);
-    int colon = a.lastIndexOf(':');
-    ManagedChannel ch =
-        NettyChannelBuilder.forAddress(
-                a.substring(0, colon), Integer.parseInt(a.substring(colon + 1)))
-            .usePlaintext()
-            .build();
+    ManagedChannel ch = statusChannel(i);
     try {
       return Optional.of(
           IdemGrpc.newBlockingStub(ch)
               .withDeadlineAfter(1, TimeUnit.SECONDS)
               .status(StatusRequest.getDefaultInstance()));
     } catch (RuntimeException e) {
+      dropStatusChannel(i, ch);
       return Optional.empty();
-    } finally {
-      ch.shutdownNow();
     }
+  }
+
+  private synchronized ManagedChannel statusChannel(int i) {
+    if (statusChannels[i] == null) {
+      String a = listenAddresses.get(i);
+      int colon = a.lastIndexOf(':');
+      statusChannels[i] =
+          NettyChannelBuilder.forAddress(
+                  a.substring(0, colon), Integer.parseInt(a.substring(colon + 1)))
+              .usePlaintext()
+              .build();
+    }
+    return statusChannels[i];
+  }
+
+  private synchronized void dropStatusChannel(int i, ManagedChannel ch) {
+    if (statusChannels[i] == ch) {
+      statusChannels[i] = null;
+    }
+    ch.shutdownNow();
   }
 
   /** The node that says it leads, if one answers. */
@@ -264,6 +284,12 @@ public final class ProcessCluster implements AutoCloseable {
     }
     proxies.forEach(FaultProxy::close);
     network.close();
+    for (int i = 0; i < statusChannels.length; i++) {
+      if (statusChannels[i] != null) {
+        statusChannels[i].shutdownNow();
+        statusChannels[i] = null;
+      }
+    }
   }
 
   /** Sends {@code signal} (STOP, CONT, ...) to {@code p} with kill(1). */
