@@ -23,7 +23,8 @@ import picocli.CommandLine.Spec;
     mixinStandardHelpOptions = true,
     description =
         "Runs a fault campaign against server processes (kill -9, SIGSTOP, wipes, lost responses,"
-            + " resets, delays, client process kills) and checks the history; or, with --check,"
+            + " resets, delays, client process kills, partitions between the servers) and checks the"
+            + " history; or, with --check,"
             + " checks a recorded run again.")
 final class VerifyCommand implements Callable<Integer> {
   @Spec CommandSpec spec;

@@ -31,6 +31,10 @@ import java.util.List;
  *     network only)
  * @param adminAddress host:port of the admin HTTP endpoint ({@code /metrics}, the status page);
  *     empty: none. Port 0 picks a free port ({@link IdemServer#adminPort}).
+ * @param unsafeLocalReads <b>for the verification's negative control only</b>: reads are answered
+ *     from the local state machine by a node that believes it leads, without the ReadIndex round
+ *     that confirms its leadership (Ratis's {@code Read.Option.DEFAULT}). A deposed leader that has
+ *     not noticed yet then answers stale reads: not linearizable. Off by default.
  */
 public record ServerConfig(
     String id,
@@ -50,7 +54,8 @@ public record ServerConfig(
     long logSegmentBytes,
     String clientListen,
     TlsFiles tls,
-    String adminAddress) {
+    String adminAddress,
+    boolean unsafeLocalReads) {
 
   /** Default client address. */
   public static final String DEFAULT_CLIENT_ADDRESS = "127.0.0.1:7001";
@@ -197,6 +202,7 @@ public record ServerConfig(
     private String clientListen = "";
     private String adminAddress = "";
     private TlsFiles tls;
+    private boolean unsafeLocalReads;
 
     private Builder() {}
 
@@ -286,6 +292,12 @@ public record ServerConfig(
       return this;
     }
 
+    /** Test only: see {@link ServerConfig#unsafeLocalReads()}. */
+    public Builder unsafeLocalReads(boolean on) {
+      this.unsafeLocalReads = on;
+      return this;
+    }
+
     /**
      * Returns the configuration.
      *
@@ -310,7 +322,8 @@ public record ServerConfig(
           logSegmentBytes,
           clientListen,
           tls,
-          adminAddress);
+          adminAddress,
+          unsafeLocalReads);
     }
   }
 }

@@ -36,8 +36,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * to lists and incrementing counters (pipelined), reading, writing and compare-and-setting
  * registers, taking turns at leases, and appending from client processes of their own; while a
  * seeded schedule kills (SIGKILL), pauses (SIGSTOP) and wipes nodes, loses responses, resets
- * connections, delays traffic and kills client processes. Then final reads, the checkers, and the
- * replicas' digests. Every operation is recorded in a JSON lines history next to the servers' logs.
+ * connections, delays traffic, kills client processes, and partitions the servers ({@link
+ * PeerFaults}). Then final reads, the checkers, and the replicas' digests. Every operation is
+ * recorded in a JSON lines history next to the servers' logs.
  */
 public final class Campaign {
 
@@ -163,7 +164,13 @@ public final class Campaign {
     RESET_CONNECTIONS,
     DELAY,
     KILL_CLIENT_PROCESS,
-    WIPE_LEADER
+    WIPE_LEADER,
+    // Between servers (PeerFaults, on the cluster's PeerNetwork):
+    ISOLATE_LEADER,
+    SPLIT_MAJORITY,
+    BRIDGE,
+    ONE_WAY,
+    HALF_OPEN_PEER_LINK
   }
 
   static final int LISTS = 8;
@@ -203,7 +210,9 @@ public final class Campaign {
     try (ProcessCluster cl = new ProcessCluster(dir, settings.nodes())) {
       this.cluster = cl;
       cl.startAll();
-      awaitLeader(Duration.ofSeconds(60));
+      // Three JVMs starting at once took 50-55 s to serve on the shared machine at a load average
+      // of 25-30 (server logs), past a minute's wait for a leader.
+      awaitLeader(Duration.ofSeconds(180));
       end = System.nanoTime() + settings.duration().toNanos();
       List<Thread> threads = new ArrayList<>();
       int c = 0;
@@ -240,6 +249,7 @@ public final class Campaign {
                 + first.getValue(),
             first.getValue());
       }
+      cl.network().healAll();
       for (int i = 0; i < cl.size(); i++) {
         cl.resume(i);
         cl.proxy(i).passResponses();
@@ -707,14 +717,18 @@ public final class Campaign {
     List<Fault> round = new ArrayList<>();
     long every = settings.faultEvery().toMillis();
     int rounds = 0;
+    long faultMs = 0; // how long the faults injected so far took, and how many
+    int injected = 0;
     while (System.nanoTime() < end) {
       long pause = every / 2 + r.nextInt((int) Math.max(1, every));
       if (rounds == 0 || (rounds == 1 && !round.isEmpty())) {
         // The first round must finish within the run, also on a loaded machine where faults take
-        // longer: the pauses shrink so that the kinds still due fit into the time left.
+        // longer: the pauses shrink so that the kinds still due, each taking as long as the faults
+        // so far did on average, fit into the time left.
         int due = round.isEmpty() ? kinds.size() : round.size();
         long left = (end - System.nanoTime()) / 1_000_000;
-        pause = Math.max(0, Math.min(pause, left / (due + 1)));
+        long each = injected == 0 ? every : faultMs / injected;
+        pause = Math.max(0, Math.min(pause, (left - due * each) / (due + 1)));
       }
       Thread.sleep(pause);
       if (System.nanoTime() >= end) {
@@ -725,7 +739,10 @@ public final class Campaign {
         Collections.shuffle(round, r);
         rounds++;
       }
+      long start = System.nanoTime();
       inject(round.remove(round.size() - 1), r);
+      faultMs += (System.nanoTime() - start) / 1_000_000;
+      injected++;
     }
   }
 
@@ -787,6 +804,8 @@ public final class Campaign {
         workers.set(w, startWorker(w));
       }
       case WIPE_LEADER -> wipe(leader);
+      case ISOLATE_LEADER, SPLIT_MAJORITY, BRIDGE, ONE_WAY, HALF_OPEN_PEER_LINK ->
+          count(new PeerFaults(cluster).inject(PeerFaults.Kind.valueOf(fault.name()), r));
     }
   }
 

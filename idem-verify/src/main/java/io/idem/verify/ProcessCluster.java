@@ -24,8 +24,10 @@ import java.util.stream.Stream;
  * servers run from this JVM's class path. Clients reach each node through a {@link FaultProxy} (the
  * peer list advertises the proxy, the node binds its own port with {@code --client-listen}), so
  * that responses can be lost, connections reset and traffic delayed between clients and nodes.
- * Nodes snapshot every {@value #SNAPSHOT_EVERY} entries in small log segments, so that their logs
- * are purged and a wiped node comes back through snapshot install.
+ * Nodes reach each other's Raft ports through a {@link PeerNetwork} (a proxy per ordered pair of
+ * nodes, each node's peer list naming its own links), so that the peers can be partitioned. Nodes
+ * snapshot every {@value #SNAPSHOT_EVERY} entries in small log segments, so that their logs are
+ * purged and a wiped node comes back through snapshot install.
  */
 public final class ProcessCluster implements AutoCloseable {
   static final int SNAPSHOT_EVERY = 2_000;
@@ -35,9 +37,12 @@ public final class ProcessCluster implements AutoCloseable {
   private final List<String> ids = new ArrayList<>();
   private final List<String> listenAddresses = new ArrayList<>();
   private final List<FaultProxy> proxies = new ArrayList<>();
-  private final String peers;
+  private final List<String> peers = new ArrayList<>();
+  private final PeerNetwork network;
+  private final List<List<String>> extraArgs = new ArrayList<>();
   private final Process[] processes;
   private final boolean[] paused;
+  private final ManagedChannel[] statusChannels;
 
   /** Chooses free loopback ports for {@code n} nodes and starts their proxies; starts no node. */
   public ProcessCluster(Path dir, int n) {
@@ -49,20 +54,44 @@ public final class ProcessCluster implements AutoCloseable {
     }
     this.processes = new Process[n];
     this.paused = new boolean[n];
-    List<String> specs = new ArrayList<>();
+    this.statusChannels = new ManagedChannel[n];
+    List<String> raft = new ArrayList<>();
     for (int i = 0; i < n; i++) {
-      String id = "n" + (i + 1);
       String listen = "127.0.0.1:" + freePort();
-      FaultProxy proxy = FaultProxy.start(listen);
-      int raft = freePort();
-      ids.add(id);
+      ids.add("n" + (i + 1));
       listenAddresses.add(listen);
-      proxies.add(proxy);
-      String advertised = proxy.address();
-      specs.add(
-          id + "=127.0.0.1:" + raft + ":" + advertised.substring(advertised.lastIndexOf(':') + 1));
+      proxies.add(FaultProxy.start(listen));
+      raft.add("127.0.0.1:" + freePort());
+      extraArgs.add(List.of());
     }
-    this.peers = String.join(",", specs);
+    this.network = new PeerNetwork(raft);
+    for (int i = 0; i < n; i++) {
+      // Node i binds its own Raft port and reaches node j through the link i -> j; every node
+      // names the same client address (the client proxy) for a node.
+      List<String> specs = new ArrayList<>();
+      for (int j = 0; j < n; j++) {
+        String r = i == j ? raft.get(j) : network.raftAddressSeenBy(i, j);
+        specs.add(ids.get(j) + "=" + r + ":" + port(proxies.get(j).address()));
+      }
+      peers.add(String.join(",", specs));
+    }
+  }
+
+  private static String port(String address) {
+    return address.substring(address.lastIndexOf(':') + 1);
+  }
+
+  /**
+   * Flags added to node {@code i}'s command line from its next start on (for tests that run a node
+   * with other settings).
+   */
+  public synchronized void setExtraArgs(int i, List<String> args) {
+    extraArgs.set(i, List.copyOf(args));
+  }
+
+  /** The links between the nodes' Raft ports. */
+  public PeerNetwork network() {
+    return network;
   }
 
   /** Starts every node. */
@@ -77,23 +106,27 @@ public final class ProcessCluster implements AutoCloseable {
     if (processes[i] != null && processes[i].isAlive()) {
       throw new IllegalStateException(ids.get(i) + " is running");
     }
-    processes[i] =
-        launch(
-            List.of("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Xmx512m"),
-            "io.idem.server.Main",
+    List<String> args =
+        new ArrayList<>(
             List.of(
                 "--id",
                 ids.get(i),
                 "--data-dir",
                 dir.resolve(ids.get(i)).toString(),
                 "--peers",
-                peers,
+                peers.get(i),
                 "--client-listen",
                 listenAddresses.get(i),
                 "--snapshot-every",
                 Integer.toString(SNAPSHOT_EVERY),
                 "--log-segment-bytes",
-                Integer.toString(LOG_SEGMENT_BYTES)),
+                Integer.toString(LOG_SEGMENT_BYTES)));
+    args.addAll(extraArgs.get(i));
+    processes[i] =
+        launch(
+            List.of("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Xmx512m"),
+            "io.idem.server.Main",
+            args,
             dir.resolve(ids.get(i) + ".log"));
     paused[i] = false;
   }
@@ -192,25 +225,42 @@ public final class ProcessCluster implements AutoCloseable {
     return proxies.stream().map(FaultProxy::address).toList();
   }
 
-  /** The status of node {@code i} (asked directly, not through its proxy), if it answers in 1 s. */
+  /**
+   * The status of node {@code i} (asked directly, not through its proxy), if it answers in 1 s. The
+   * channel to each node is kept while it answers and replaced after a failure, so that a poll
+   * costs no connection and HTTP/2 handshake inside its 1 s on a loaded machine.
+   */
   public Optional<StatusReply> status(int i) {
-    String a = listenAddresses.get(i);
-    int colon = a.lastIndexOf(':');
-    ManagedChannel ch =
-        NettyChannelBuilder.forAddress(
-                a.substring(0, colon), Integer.parseInt(a.substring(colon + 1)))
-            .usePlaintext()
-            .build();
+    ManagedChannel ch = statusChannel(i);
     try {
       return Optional.of(
           IdemGrpc.newBlockingStub(ch)
               .withDeadlineAfter(1, TimeUnit.SECONDS)
               .status(StatusRequest.getDefaultInstance()));
     } catch (RuntimeException e) {
+      dropStatusChannel(i, ch);
       return Optional.empty();
-    } finally {
-      ch.shutdownNow();
     }
+  }
+
+  private synchronized ManagedChannel statusChannel(int i) {
+    if (statusChannels[i] == null) {
+      String a = listenAddresses.get(i);
+      int colon = a.lastIndexOf(':');
+      statusChannels[i] =
+          NettyChannelBuilder.forAddress(
+                  a.substring(0, colon), Integer.parseInt(a.substring(colon + 1)))
+              .usePlaintext()
+              .build();
+    }
+    return statusChannels[i];
+  }
+
+  private synchronized void dropStatusChannel(int i, ManagedChannel ch) {
+    if (statusChannels[i] == ch) {
+      statusChannels[i] = null;
+    }
+    ch.shutdownNow();
   }
 
   /** The node that says it leads, if one answers. */
@@ -232,6 +282,13 @@ public final class ProcessCluster implements AutoCloseable {
       kill(i);
     }
     proxies.forEach(FaultProxy::close);
+    network.close();
+    for (int i = 0; i < statusChannels.length; i++) {
+      if (statusChannels[i] != null) {
+        statusChannels[i].shutdownNow();
+        statusChannels[i] = null;
+      }
+    }
   }
 
   /** Sends {@code signal} (STOP, CONT, ...) to {@code p} with kill(1). */
