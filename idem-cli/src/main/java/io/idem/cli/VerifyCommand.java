@@ -269,9 +269,11 @@ final class VerifyCommand implements Callable<Integer> {
         failover, faults, rate, where);
     FailoverBench.Report r = FailoverBench.run(where, s, out);
     out.printf(
-        "%s: faults %d, longest gap p50 %d ms, p99 %d ms, max %d ms; acks %,d, failed calls %d%n",
+        "%s: faults %d (%d skipped: no stable leader), longest gap p50 %d ms, p99 %d ms, max %d ms;"
+            + " acks %,d, failed calls %d%n",
         failover,
         r.gapsMs().size(),
+        r.skipped(),
         r.quantile(0.5),
         r.quantile(0.99),
         r.quantile(1.0),

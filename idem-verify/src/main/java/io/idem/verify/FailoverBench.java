@@ -40,8 +40,17 @@ public final class FailoverBench {
   /** How long before the fault the measured window starts. */
   static final Duration BEFORE = Duration.ofSeconds(1);
 
-  /** The most one fault may take to recover before the run gives up. */
+  /**
+   * The most one fault may take to recover; a fault that takes longer counts with its gap so far,
+   * and the run goes on.
+   */
   static final Duration RECOVERY_LIMIT = Duration.ofSeconds(60);
+
+  /** How long to wait for a stable leader before a fault; a fault without one is skipped. */
+  static final Duration LEADER_LIMIT = Duration.ofSeconds(30);
+
+  /** Consecutive skipped faults after which the run gives up. */
+  static final int MAX_SKIPPED_IN_A_ROW = 5;
 
   /**
    * What to run.
@@ -65,9 +74,10 @@ public final class FailoverBench {
    *
    * @param gapsMs the longest acknowledgement gap around each fault, in fault order
    * @param acks acknowledgements in the whole run
-   * @param failures calls that failed
+   * @param failures calls that failed (before the client was closed)
+   * @param skipped faults not injected: no stable leader in {@link #LEADER_LIMIT}
    */
-  public record Report(List<Long> gapsMs, long acks, long failures) {
+  public record Report(List<Long> gapsMs, long acks, long failures, int skipped) {
     /** The {@code q} quantile (0..1) of the gaps, nearest rank. */
     public long quantile(double q) {
       List<Long> sorted = gapsMs.stream().sorted().toList();
@@ -81,6 +91,7 @@ public final class FailoverBench {
   private final PrintWriter out;
   private final Acks acks = new Acks();
   private final AtomicLong failures = new AtomicLong();
+  private int skipped;
 
   private FailoverBench(ProcessCluster cluster, Settings settings, PrintWriter out) {
     this.cluster = cluster;
@@ -99,6 +110,7 @@ public final class FailoverBench {
   private Report measure() throws Exception {
     stableLeader(Duration.ofSeconds(60));
     List<Long> gaps = new ArrayList<>();
+    long failed;
     try (IdemClient client =
         IdemClient.builder()
             .servers(cluster.clientAddresses())
@@ -108,9 +120,20 @@ public final class FailoverBench {
       load.setDaemon(true);
       load.start();
       try {
-        awaitFlow(System.nanoTime(), Duration.ofSeconds(60));
-        for (int k = 1; k <= settings.faults(); k++) {
-          int leader = stableLeader(Duration.ofSeconds(60));
+        awaitFlow(System.nanoTime(), RECOVERY_LIMIT);
+        int skippedInARow = 0;
+        for (int k = 1; k <= settings.faults(); ) {
+          int leader = stableLeader(LEADER_LIMIT);
+          if (leader < 0) {
+            skipped++;
+            out.printf("no stable leader in %s: fault skipped%n", LEADER_LIMIT);
+            out.flush();
+            if (++skippedInARow >= MAX_SKIPPED_IN_A_ROW) {
+              throw new IllegalStateException(skippedInARow + " faults in a row found no leader");
+            }
+            continue;
+          }
+          skippedInARow = 0;
           long faultAt = System.nanoTime();
           inject(leader);
           long recovered = awaitFlow(faultAt, RECOVERY_LIMIT);
@@ -124,13 +147,15 @@ public final class FailoverBench {
             cluster.start(leader);
           }
           awaitAllRunning(Duration.ofSeconds(60));
+          k++;
         }
       } finally {
+        failed = failures.get(); // before closing the client fails what is still in flight
         load.interrupt();
         load.join(5_000);
       }
     }
-    return new Report(gaps, acks.count(), failures.get());
+    return new Report(gaps, acks.count(), failed, skipped);
   }
 
   private void inject(int leader) throws InterruptedException {
@@ -163,8 +188,9 @@ public final class FailoverBench {
                 (v, e) -> {
                   if (e == null) {
                     acks.add();
-                  } else {
-                    failures.incrementAndGet();
+                  } else if (failures.incrementAndGet() == 1) {
+                    out.println("first failed call: " + e);
+                    out.flush();
                   }
                 });
       } catch (RuntimeException e) {
@@ -192,10 +218,11 @@ public final class FailoverBench {
         return now;
       }
     }
-    throw new IllegalStateException("the load did not flow again within " + limit);
+    out.printf("the load did not flow again within %s; the gap counts as measured so far%n", limit);
+    return System.nanoTime();
   }
 
-  /** Waits for a leader that held its term for a second; returns its index. */
+  /** Waits for a leader that held its term for a second; returns its index, or -1 if none. */
   private int stableLeader(Duration limit) throws InterruptedException {
     long end = System.nanoTime() + limit.toNanos();
     int last = -1;
@@ -216,10 +243,13 @@ public final class FailoverBench {
       }
       Thread.sleep(100);
     }
-    throw new IllegalStateException("no stable leader within " + limit);
+    return -1;
   }
 
-  /** Waits until every node runs and reports the same applied index within 1,000 entries. */
+  /**
+   * Waits until every node runs and reports the same applied index within 1,000 entries, at most
+   * {@code limit}.
+   */
   private void awaitAllRunning(Duration limit) throws InterruptedException {
     long end = System.nanoTime() + limit.toNanos();
     while (System.nanoTime() < end) {
@@ -239,7 +269,7 @@ public final class FailoverBench {
       }
       Thread.sleep(200);
     }
-    throw new IllegalStateException("a node did not catch up within " + limit);
+    out.printf("the nodes did not all catch up within %s; going on%n", limit);
   }
 
   /** Acknowledgement times (nanoTime), in order of arrival. */
