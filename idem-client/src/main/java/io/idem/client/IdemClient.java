@@ -1058,7 +1058,7 @@ public final class IdemClient implements AutoCloseable {
 
     /**
      * With calls waiting and nothing heard from the server in use for this long, ask the other
-     * servers who leads (a Status RPC with this deadline, then again at most once per interval) and
+     * servers who leads (a Status RPC with this deadline, again every 100 ms while it lasts) and
      * move at once to a newer leader they name, resending what is outstanding with its numbers. A
      * few Raft heartbeats: long enough that a busy leader's answers usually arrive first, short
      * against the election it waits for. At or above the stall timeout, probes never happen.

@@ -53,14 +53,14 @@ import java.util.function.LongSupplier;
  *
  * <p>Failover probes (issue 16): while calls wait and nothing has come for {@code probeNanos}
  * (connected: no frame at all; in reconnect backoff: no answer to a call), the machine asks the
- * other servers who leads ({@link Effect.Probe}), at most one round at a time and one per {@code
- * probeNanos}. The answers come back together ({@link #probed}); if the one of the highest term, no
- * lower than any term seen before, names a leader other than the server in use, the stream moves
- * there at once and everything outstanding is resent with its numbers. A silent server that the
- * others still call leader is kept (busy, or in a GC pause): the stall timeout stays the last
- * resort. A late answer of the old leader arrives on a stream that is no longer the open one and is
- * ignored; the new leader answers the resent copy from its saved responses if the old one committed
- * it.
+ * other servers who leads ({@link Effect.Probe}), one round at a time, the next at most every
+ * {@link #PROBE_REPEAT_NANOS} while the silence lasts. The answers come back together ({@link
+ * #probed}); if the one of the highest term, no lower than any term seen before, names a leader
+ * other than the server in use, the stream moves there at once and everything outstanding is resent
+ * with its numbers. A silent server that the others still call leader is kept (busy, or in a GC
+ * pause): the stall timeout stays the last resort. A late answer of the old leader arrives on a
+ * stream that is no longer the open one and is ignored; the new leader answers the resent copy from
+ * its saved responses if the old one committed it.
  *
  * <p>Not thread-safe: the driver serialises events under its lock and runs the effects outside it.
  */
@@ -88,6 +88,13 @@ public final class SessionMachine {
   /** Longest backoff between attempts. */
   public static final long MAX_BACKOFF_NANOS = TimeUnit.SECONDS.toNanos(1);
 
+  /**
+   * Once a probe round found no new leader, the next round goes this soon (the first waits for the
+   * probe interval of silence): an election ends within a few hundred milliseconds, and a round
+   * every probe interval measured 0.4 s steps in the failover time (docs/PERFORMANCE.md).
+   */
+  public static final long PROBE_REPEAT_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
+
   /** The same OUT_OF_ORDER gap is resent at most this often. */
   public static final long RESEND_GAP_NANOS = TimeUnit.SECONDS.toNanos(1);
 
@@ -101,7 +108,7 @@ public final class SessionMachine {
    * @param stallNanos a stream with requests (or a keep-alive) waiting and nothing received for
    *     this long is replaced
    * @param probeNanos with calls waiting and nothing received for this long, ask the other servers
-   *     who leads (at most one round per this interval); at or above {@code stallNanos}, never
+   *     who leads (also the deadline of a round); at or above {@code stallNanos}, never
    * @param name the durable name, or null
    * @param durable whether there is an identity journal
    */
@@ -500,7 +507,8 @@ public final class SessionMachine {
     // A round is answered within its deadline (the interval); one not answered in twice that is
     // taken as lost, so that a lost report never stops the probes.
     boolean inFlight = probing && now - lastProbeAt < 2 * settings.probeNanos();
-    if (inFlight || (probedBefore && now - lastProbeAt < settings.probeNanos())) {
+    long pace = Math.min(PROBE_REPEAT_NANOS, settings.probeNanos());
+    if (inFlight || (probedBefore && now - lastProbeAt < pace)) {
       return;
     }
     List<String> ask = new ArrayList<>();

@@ -771,6 +771,17 @@ class SessionMachineTest {
     }
 
     @Test
+    void whileTheSilenceLastsTheNextRoundGoesAfterTheShortRepeatInterval() {
+      connectAndGoSilent();
+      assertThat(only(h.effects(), Effect.Probe.class).round()).isEqualTo(1);
+      h.m.probed(1, List.of(says("b:2", 8, "a:1")), h.now);
+      h.advance(SessionMachine.PROBE_REPEAT_NANOS - 1);
+      assertThat(h.effects()).isEmpty();
+      h.advance(1);
+      assertThat(only(h.effects(), Effect.Probe.class).round()).isEqualTo(2);
+    }
+
+    @Test
     void anIdleSessionAndAnsweredCallsAreNeverProbed() {
       c1 = h.submit("v1");
       h.register(42);
