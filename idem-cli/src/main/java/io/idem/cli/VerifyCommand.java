@@ -34,7 +34,7 @@ final class VerifyCommand implements Callable<Integer> {
       names = "--profile",
       defaultValue = "ci",
       description =
-          "ci (60 s; 30 s with --negative-control) or long (30 minutes). Default: ${DEFAULT-VALUE}.")
+          "ci (90 s; 30 s with --negative-control) or long (30 minutes). Default: ${DEFAULT-VALUE}.")
   String profile;
 
   enum Workload {
