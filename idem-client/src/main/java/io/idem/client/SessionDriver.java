@@ -593,8 +593,7 @@ final class SessionDriver {
       root = root.getCause();
     }
     if (root != t && root.getMessage() != null) {
-      b.append(" (").append(root.getClass().getSimpleName()).append(": ").append(root.getMessage());
-      b.append(')');
+      b.append(" (").append(root.getMessage()).append(')');
     }
     return b.toString().replace('\n', ' ');
   }

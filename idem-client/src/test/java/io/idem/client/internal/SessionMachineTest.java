@@ -234,14 +234,14 @@ class SessionMachineTest {
       SessionMachine.Call c = h.submit(append("v1"), 100 * MS);
       long n = h.registerNonce(h.effects());
       h.m.registerFailed(
-          n, "a:1: UNAVAILABLE (SSLHandshakeException: certificate_required)", h.now);
+          n, "a:1: UNAVAILABLE: io exception (Received fatal alert: certificate_required)", h.now);
       h.advance(101 * MS);
       h.effects();
       NotSentException e = failure(c, NotSentException.class);
       assertThat(e.reason()).isEqualTo(NotSentException.Reason.DEADLINE);
       assertThat(e)
           .hasMessageContaining(
-              "(last attempt: a:1: UNAVAILABLE (SSLHandshakeException: certificate_required))");
+              "(last attempt: a:1: UNAVAILABLE: io exception (Received fatal alert: certificate_required))");
     }
 
     @Test
