@@ -876,7 +876,7 @@ public final class Campaign {
     for (int i = 0; i < cluster.size(); i++) {
       seen.add(new HashMap<>());
     }
-    long[] duplicates = {0};
+    long duplicates = 0;
     long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
     // A node skips a snapshot index while its writer still writes the one before (under load), so
     // the replicas' last snapshots may sit at different indexes when the run ends, and an idle
@@ -894,7 +894,7 @@ public final class Campaign {
               seen.get(i).put(s.get().getDigestIndex(), s.get().getDigest());
             }
             if (s.get().getRole().equals("LEADER")) {
-              duplicates[0] = s.get().getDuplicatesSuppressed();
+              duplicates = s.get().getDuplicatesSuppressed();
             }
           }
         }
@@ -920,7 +920,7 @@ public final class Campaign {
                           + cluster.id(0)));
             }
           }
-          return duplicates[0];
+          return duplicates;
         }
         for (int k = 0; k < 50 && System.nanoTime() < deadline; k++) {
           try {
@@ -936,7 +936,7 @@ public final class Campaign {
             Violation.Kind.DIVERGENCE,
             "*",
             "the replicas reported no digest at a common snapshot index in 60 s"));
-    return duplicates[0];
+    return duplicates;
   }
 
   private void awaitLeader(Duration timeout) throws InterruptedException {
