@@ -1,5 +1,6 @@
 package io.idem.cli;
 
+import io.idem.client.ClientTls;
 import io.idem.client.IdemClient;
 import io.idem.client.IdemTransport;
 import io.idem.client.KeyAcquisition;
@@ -30,6 +31,7 @@ import java.util.stream.Stream;
 import org.HdrHistogram.Histogram;
 import org.HdrHistogram.Recorder;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
@@ -65,6 +67,8 @@ final class BenchCommand implements Callable<Integer> {
   /** The cluster's bound on a key's stored response (docs/PROTOCOL.md). */
   static final int MAX_KEY_RESPONSE_BYTES = 64 * 1024;
 
+  @Mixin TlsOptions tls = new TlsOptions();
+
   @Option(
       names = "--servers",
       defaultValue = "${env:IDEM_SERVERS:-127.0.0.1:7001}",
@@ -90,6 +94,15 @@ final class BenchCommand implements Callable<Integer> {
       defaultValue = "0",
       description = "Run an in-process cluster of this many nodes (1-5) instead.")
   int local;
+
+  @Option(
+      names = "--timeout",
+      defaultValue = "15s",
+      converter = DurationConverter.class,
+      description =
+          "How long the first write may take (connections, TLS handshakes, registration) before"
+              + " the bench gives up on the cluster. Default: ${DEFAULT-VALUE}.")
+  Duration probeTimeout;
 
   @Option(
       names = "--sessions",
@@ -192,11 +205,13 @@ final class BenchCommand implements Callable<Integer> {
         || valueSize < 0
         || valueSize > 1024 * 1024
         || local < 0
-        || local > 5) {
+        || local > 5
+        || probeTimeout.isNegative()
+        || probeTimeout.isZero()) {
       spec.commandLine()
           .getErr()
           .println(
-              "idem: out of range: --sessions 1-10000, --window 1-4096, --value-size 0-1048576, --local 0-5");
+              "idem: out of range: --sessions 1-10000, --window 1-4096, --value-size 0-1048576, --local 0-5, --timeout above 0");
       return 2;
     }
     if (workload == Workload.keys && valueSize > MAX_KEY_RESPONSE_BYTES) {
@@ -209,6 +224,20 @@ final class BenchCommand implements Callable<Integer> {
     }
     if (ledger && workload != Workload.keys) {
       spec.commandLine().getErr().println("idem: --ledger applies to --workload keys");
+      return 2;
+    }
+    ClientTls clientTls;
+    try {
+      clientTls = tls.tls();
+    } catch (IllegalArgumentException e) {
+      spec.commandLine().getErr().println("idem: " + e.getMessage());
+      return 2;
+    }
+    if (clientTls != null && (local != 0 || target != Target.idem || store != Store.idem)) {
+      spec.commandLine()
+          .getErr()
+          .println(
+              "idem: --tls-* apply to an Idem cluster at --servers (not --local, etcd or redis)");
       return 2;
     }
     if (store != Store.idem) {
@@ -241,12 +270,12 @@ final class BenchCommand implements Callable<Integer> {
       }
     }
     if (local == 0) {
-      return run(servers);
+      return run(servers, clientTls);
     }
     Path dir = Files.createTempDirectory("idem-bench");
     try (LocalCluster cluster = LocalCluster.start(local, dir)) {
       cluster.waitForLeader(Duration.ofSeconds(30));
-      return run(String.join(",", cluster.clientAddresses()));
+      return run(String.join(",", cluster.clientAddresses()), null);
     } finally {
       try (Stream<Path> files = Files.walk(dir)) {
         for (Path p : files.sorted(Comparator.reverseOrder()).toList()) {
@@ -301,15 +330,16 @@ final class BenchCommand implements Callable<Integer> {
     }
   }
 
-  private int run(String addresses) throws Exception {
+  private int run(String addresses, ClientTls clientTls) throws Exception {
     List<IdemClient> clients = new ArrayList<>();
-    try (IdemTransport transport = IdemTransport.create()) {
+    try (IdemTransport transport =
+        clientTls == null ? IdemTransport.create() : IdemTransport.create(clientTls)) {
       try {
         IdemClient probe =
             IdemClient.builder()
                 .servers(addresses)
                 .transport(transport)
-                .requestTimeout(Duration.ofSeconds(5))
+                .requestTimeout(probeTimeout)
                 .build();
         clients.add(probe);
         probe.put("bench/probe", new byte[0]); // fails fast, in one line, if nobody answers

@@ -4,6 +4,7 @@ import io.idem.client.ClientTls;
 import io.idem.client.IdemClient;
 import java.nio.file.Path;
 import java.time.Duration;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
 /** How a command reaches the cluster. */
@@ -38,37 +39,11 @@ final class ClientOptions {
               + " command). Default: ${DEFAULT-VALUE}.")
   Duration sessionTtl;
 
-  @Option(
-      names = "--tls-ca",
-      defaultValue = "${env:IDEM_TLS_CA:-}",
-      description =
-          "PEM CA certificates that signed the servers': connect over TLS. Default: plaintext.")
-  String tlsCa;
-
-  @Option(
-      names = "--tls-cert",
-      defaultValue = "${env:IDEM_CLIENT_TLS_CERT:-}",
-      description = "PEM client certificate chain, for servers that require one (with --tls-key).")
-  String tlsCert;
-
-  @Option(
-      names = "--tls-key",
-      defaultValue = "${env:IDEM_CLIENT_TLS_KEY:-}",
-      description = "PEM private key (PKCS#8) of --tls-cert.")
-  String tlsKey;
+  @Mixin TlsOptions tlsOptions = new TlsOptions();
 
   /** The TLS settings given, or null for plaintext. */
   ClientTls tls() {
-    if (tlsCa.isEmpty()) {
-      if (!tlsCert.isEmpty() || !tlsKey.isEmpty()) {
-        throw new IllegalArgumentException("--tls-cert and --tls-key need --tls-ca");
-      }
-      return null;
-    }
-    return new ClientTls(
-        Path.of(tlsCa),
-        tlsCert.isEmpty() ? null : Path.of(tlsCert),
-        tlsKey.isEmpty() ? null : Path.of(tlsKey));
+    return tlsOptions.tls();
   }
 
   IdemClient client() {

@@ -1,6 +1,7 @@
 package io.idem.cli;
 
 import io.idem.verify.Campaign;
+import io.idem.verify.FailoverBench;
 import io.idem.verify.KeysCampaign;
 import io.idem.verify.Violation;
 import java.nio.file.Files;
@@ -23,7 +24,8 @@ import picocli.CommandLine.Spec;
     mixinStandardHelpOptions = true,
     description =
         "Runs a fault campaign against server processes (kill -9, SIGSTOP, wipes, lost responses,"
-            + " resets, delays, client process kills) and checks the history; or, with --check,"
+            + " resets, delays, client process kills, partitions between the servers) and checks the"
+            + " history; or, with --check,"
             + " checks a recorded run again.")
 final class VerifyCommand implements Callable<Integer> {
   @Spec CommandSpec spec;
@@ -32,7 +34,7 @@ final class VerifyCommand implements Callable<Integer> {
       names = "--profile",
       defaultValue = "ci",
       description =
-          "ci (60 s; 30 s with --negative-control) or long (30 minutes). Default: ${DEFAULT-VALUE}.")
+          "ci (90 s; 30 s with --negative-control) or long (30 minutes). Default: ${DEFAULT-VALUE}.")
   String profile;
 
   enum Workload {
@@ -56,7 +58,9 @@ final class VerifyCommand implements Callable<Integer> {
       description =
           "With --workload keys: idem (3 server processes; faults: lost responses, kill -9 of the"
               + " leader), redis (the Redis store on a private redis-server with appendfsync"
-              + " always; fault: kill -9 and restart of redis-server), or seed001 (seed 001's"
+              + " always; fault: kill -9 and restart of redis-server), postgres (the PostgreSQL"
+              + " store's transactional mode on a private PostgreSQL; fault: an immediate shutdown"
+              + " and restart), or seed001 (seed 001's"
               + " algorithm on the same redis-server: the negative control, exit 0 only if the"
               + " checker flags its double payments). Workers are killed and paused on every"
               + " store. Default: ${DEFAULT-VALUE}.")
@@ -98,10 +102,34 @@ final class VerifyCommand implements Callable<Integer> {
               + " of running a campaign.")
   Path check;
 
+  @Option(
+      names = "--failover",
+      description =
+          "Measures failover instead of running a campaign: kill (SIGKILL of the leader) or stop"
+              + " (SIGSTOP of the leader for 3 s), under one session pipelining --rate"
+              + " increments/s, --faults times; prints the longest acknowledgement gap around each"
+              + " fault and their p50/p99/max.")
+  String failover;
+
+  @Option(
+      names = "--faults",
+      defaultValue = "30",
+      description = "With --failover: how many faults. Default: ${DEFAULT-VALUE}.")
+  int faults;
+
+  @Option(
+      names = "--rate",
+      defaultValue = "400",
+      description = "With --failover: increments per second. Default: ${DEFAULT-VALUE}.")
+  int rate;
+
   @Override
   public Integer call() throws Exception {
     if (check != null) {
       return checkAgain();
+    }
+    if (failover != null) {
+      return failover();
     }
     long chosenSeed = seed != null ? seed : System.nanoTime();
     if (workload == Workload.keys) {
@@ -224,6 +252,38 @@ final class VerifyCommand implements Callable<Integer> {
     boolean clean = r.violations().isEmpty();
     out.println(clean ? "verdict: PASS: no violations" : "verdict: FAIL: " + byKind);
     return clean ? 0 : 1;
+  }
+
+  private int failover() throws Exception {
+    Path where =
+        dir != null ? Files.createDirectories(dir) : Files.createTempDirectory("idem-failover");
+    var out = spec.commandLine().getOut();
+    FailoverBench.Kind kind;
+    try {
+      kind = FailoverBench.Kind.valueOf(failover.toUpperCase(java.util.Locale.ROOT));
+    } catch (IllegalArgumentException e) {
+      spec.commandLine().getErr().println("idem: --failover must be kill or stop, got " + failover);
+      return 2;
+    }
+    FailoverBench.Settings s =
+        new FailoverBench.Settings(kind, faults, rate, Duration.ofSeconds(3));
+    out.printf(
+        "failover: %s of the leader x%d, %d increments/s, 3 server processes, logs in %s%n",
+        failover, faults, rate, where);
+    FailoverBench.Report r = FailoverBench.run(where, s, out);
+    out.printf(
+        "%s: faults %d (%d skipped: no stable leader), longest gap p50 %d ms, p99 %d ms, max %d ms;"
+            + " acks %,d, failed calls %d%n",
+        failover,
+        r.gapsMs().size(),
+        r.skipped(),
+        r.quantile(0.5),
+        r.quantile(0.99),
+        r.quantile(1.0),
+        r.acks(),
+        r.failures());
+    out.printf("gaps (ms): %s%n", r.gapsMs());
+    return 0;
   }
 
   private int checkAgain() {

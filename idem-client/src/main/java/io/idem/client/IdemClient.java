@@ -69,6 +69,9 @@ import java.util.function.Function;
  */
 public final class IdemClient implements AutoCloseable {
 
+  /** The default of {@link Builder#probeInterval}: 400 ms. */
+  public static final Duration DEFAULT_PROBE_INTERVAL = Duration.ofMillis(400);
+
   /** The client's settings, from the builder. */
   record Settings(
       List<String> servers,
@@ -77,6 +80,7 @@ public final class IdemClient implements AutoCloseable {
       long sessionTtlMs,
       long keepAliveMs,
       long stallTimeoutMs,
+      long probeIntervalMs,
       long rpcTimeoutMs,
       Path identityFile,
       String name,
@@ -1088,6 +1092,7 @@ public final class IdemClient implements AutoCloseable {
     private Duration sessionTtl = Duration.ofSeconds(60);
     private Duration keepAlive;
     private Duration stallTimeout = Duration.ofSeconds(5);
+    private Duration probeInterval = DEFAULT_PROBE_INTERVAL;
     private Duration rpcTimeout = Duration.ofSeconds(3);
     private Path identityFile;
     private String name;
@@ -1176,6 +1181,19 @@ public final class IdemClient implements AutoCloseable {
     }
 
     /**
+     * With calls waiting and nothing heard from the server in use for this long, ask the other
+     * servers who leads (a Status RPC with this deadline, again every 100 ms while it lasts) and
+     * move at once to a newer leader they name, resending what is outstanding with its numbers. A
+     * few Raft heartbeats: long enough that a busy leader's answers usually arrive first, short
+     * against the election it waits for. At or above the stall timeout, probes never happen.
+     * Default {@link #DEFAULT_PROBE_INTERVAL}.
+     */
+    public Builder probeInterval(Duration interval) {
+      this.probeInterval = interval;
+      return this;
+    }
+
+    /**
      * Makes the client durable: it records its identity and outstanding requests in {@code file}
      * (fsynced before a request leaves), and a client restarted with the same file and name resumes
      * the session and resends what was in flight.
@@ -1226,6 +1244,7 @@ public final class IdemClient implements AutoCloseable {
       positive("requestTimeout", requestTimeout);
       positive("sessionTtl", sessionTtl);
       positive("stallTimeout", stallTimeout);
+      positive("probeInterval", probeInterval);
       positive("rpcTimeout", rpcTimeout);
       Duration ka = keepAlive == null ? sessionTtl.dividedBy(3) : keepAlive;
       positive("keepAliveInterval", ka);
@@ -1249,6 +1268,7 @@ public final class IdemClient implements AutoCloseable {
               sessionTtl.toMillis(),
               ka.toMillis(),
               stallTimeout.toMillis(),
+              probeInterval.toMillis(),
               rpcTimeout.toMillis(),
               identityFile,
               name,

@@ -5,6 +5,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * Renews a lease every interval until it is closed or the lease is lost, as jetcd's {@code
@@ -31,6 +32,7 @@ public final class LeaseKeepAlive implements AutoCloseable {
   private final Listener listener;
   private final ScheduledExecutorService timer;
   private final CompletableFuture<IdemException> lost = new CompletableFuture<>();
+  private final AtomicBoolean ended = new AtomicBoolean();
   private volatile boolean closed;
 
   LeaseKeepAlive(
@@ -90,8 +92,14 @@ public final class LeaseKeepAlive implements AutoCloseable {
 
   private void end(IdemException cause) {
     closed = true;
-    if (lost.complete(cause)) {
-      listener.onLost(cause);
+    // The listener hears it before lost() completes, so that whoever waits on lost() finds the
+    // listener's work done; once only, whoever ends it first.
+    if (ended.compareAndSet(false, true)) {
+      try {
+        listener.onLost(cause);
+      } finally {
+        lost.complete(cause);
+      }
     }
   }
 

@@ -10,6 +10,8 @@ import io.idem.proto.IdemGrpc;
 import io.idem.proto.Operation;
 import io.idem.proto.RegisterReply;
 import io.idem.proto.ServerFrame;
+import io.idem.proto.StatusReply;
+import io.idem.proto.StatusRequest;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.security.SecureRandom;
@@ -24,6 +26,7 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -62,6 +65,7 @@ final class SessionDriver {
   private final IdentityJournal journal;
   private final long rpcTimeoutMs;
   private final long stallNanos;
+  private final long probeMs;
   private final ScheduledFuture<?> ticking;
   private final Runnable transportClosed = () -> apply(SessionMachine::transportClosed);
   private int closeWaiters;
@@ -84,6 +88,7 @@ final class SessionDriver {
                 : IdemTransport.create(settings.tls());
     this.rpcTimeoutMs = settings.rpcTimeoutMs();
     this.stallNanos = TimeUnit.MILLISECONDS.toNanos(settings.stallTimeoutMs());
+    this.probeMs = settings.probeIntervalMs();
     SessionMachine.Recovery recovery = SessionMachine.Recovery.NONE;
     Path file = settings.identityFile();
     if (file != null) {
@@ -117,6 +122,7 @@ final class SessionDriver {
                 settings.sessionTtlMs(),
                 TimeUnit.MILLISECONDS.toNanos(settings.keepAliveMs()),
                 stallNanos,
+                TimeUnit.MILLISECONDS.toNanos(settings.probeIntervalMs()),
                 settings.name(),
                 journal != null),
             random::nextLong,
@@ -328,6 +334,8 @@ final class SessionDriver {
       openStream(o);
     } else if (effect instanceof Effect.EndStream e) {
       endStream(e.stream(), e.cancel());
+    } else if (effect instanceof Effect.Probe p) {
+      probe(p);
     } else if (effect instanceof Effect.ReplaceConnection r) {
       transport.replaceIfSilent(r.address(), stallNanos);
     } else if (effect instanceof Effect.Stop) {
@@ -390,12 +398,62 @@ final class SessionDriver {
               @Override
               public void onError(Throwable t) {
                 LOG.debug("register via {} failed: {}", r.address(), t.toString());
-                apply(m -> m.registerFailed(nonce, now()));
+                String why = r.address() + ": " + describe(t);
+                apply(m -> m.registerFailed(nonce, why, now()));
               }
 
               @Override
               public void onCompleted() {}
             });
+  }
+
+  /**
+   * Asks each address for its Status with the probe interval as deadline; reports the answers that
+   * came, together, once every RPC has ended.
+   */
+  private void probe(Effect.Probe p) {
+    List<String> addresses = p.addresses();
+    ConcurrentLinkedQueue<SessionMachine.ProbeAnswer> answers = new ConcurrentLinkedQueue<>();
+    AtomicInteger left = new AtomicInteger(addresses.size());
+    Runnable oneDone =
+        () -> {
+          if (left.decrementAndGet() == 0) {
+            List<SessionMachine.ProbeAnswer> all = List.copyOf(answers);
+            apply(m -> m.probed(p.round(), all, now()));
+          }
+        };
+    if (addresses.isEmpty()) {
+      apply(m -> m.probed(p.round(), List.of(), now()));
+      return;
+    }
+    for (String a : addresses) {
+      IdemTransport.Connection c = connection(a);
+      if (c == null) {
+        oneDone.run();
+        continue;
+      }
+      IdemGrpc.newStub(c.channel)
+          .withDeadlineAfter(probeMs, TimeUnit.MILLISECONDS)
+          .status(
+              StatusRequest.getDefaultInstance(),
+              new StreamObserver<>() {
+                @Override
+                public void onNext(StatusReply r) {
+                  answers.add(new SessionMachine.ProbeAnswer(a, r.getTerm(), r.getLeaderAddress()));
+                }
+
+                @Override
+                public void onError(Throwable t) {
+                  LOG.debug("probe of {} failed: {}", a, t.toString());
+                  oneDone.run();
+                }
+
+                @Override
+                public void onCompleted() {
+                  oneDone.run();
+                }
+              });
+    }
   }
 
   private void openStream(Effect.OpenStream o) {
@@ -518,5 +576,25 @@ final class SessionDriver {
       transport.shutdown();
     }
     stopped.countDown();
+  }
+
+  /**
+   * A failed RPC in one line: its gRPC status and the innermost cause's message, which names what a
+   * handshake refused ("Received fatal alert: certificate_required", "PKIX path building failed").
+   */
+  static String describe(Throwable t) {
+    Status status = Status.fromThrowable(t);
+    StringBuilder b = new StringBuilder(status.getCode().toString());
+    if (status.getDescription() != null) {
+      b.append(": ").append(status.getDescription());
+    }
+    Throwable root = t;
+    while (root.getCause() != null && root.getCause() != root) {
+      root = root.getCause();
+    }
+    if (root != t && root.getMessage() != null) {
+      b.append(" (").append(root.getMessage()).append(')');
+    }
+    return b.toString().replace('\n', ' ');
   }
 }

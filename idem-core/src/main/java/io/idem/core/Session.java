@@ -15,6 +15,14 @@ final class Session {
   final String name;
   final long secretHi;
   final long secretLo;
+
+  /**
+   * The authenticated principal that registered the session (the subject of its client
+   * certificate), or null when it registered without one. Only that principal may resume it or open
+   * its streams.
+   */
+  final String principal;
+
   final long ttlMs;
   long epoch;
 
@@ -39,6 +47,7 @@ final class Session {
       String name,
       long secretHi,
       long secretLo,
+      String principal,
       long ttlMs,
       long epoch,
       long grantNonce,
@@ -48,6 +57,7 @@ final class Session {
     this.name = name;
     this.secretHi = secretHi;
     this.secretLo = secretLo;
+    this.principal = principal;
     this.ttlMs = ttlMs;
     this.epoch = epoch;
     this.lastActiveMs = now;

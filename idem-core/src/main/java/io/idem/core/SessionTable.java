@@ -13,8 +13,10 @@ import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.PriorityQueue;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.LongConsumer;
 
 /**
@@ -32,7 +34,8 @@ import java.util.function.LongConsumer;
  * fed the same calls have equal {@link #digest()}s, also when one of them was restored from a
  * snapshot in between.
  *
- * <p><b>Thread safety.</b> None: the replicated state machine calls it from one thread at a time.
+ * <p><b>Thread safety.</b> None, but for {@link #authenticate} and {@link #exists}: the replicated
+ * state machine calls it from one thread at a time.
  *
  * <p><b>Protocol.</b> Validate, then commit: {@link #admit} only decides and mutates nothing; the
  * caller applies a {@link Admission#NEW} command and then calls {@link #record} with its response,
@@ -43,6 +46,9 @@ public final class SessionTable {
   /** The largest response {@link #record} accepts: 16 MiB. */
   public static final int MAX_RESPONSE_BYTES = 16 << 20;
 
+  /** The longest principal a session may be bound to, in UTF-8 bytes. */
+  public static final int MAX_PRINCIPAL_BYTES = 4096;
+
   /** Largest accepted {@code now}: far from overflowing {@code now + ttl}. */
   static final long MAX_TIME_MS = 1L << 62;
 
@@ -50,6 +56,13 @@ public final class SessionTable {
   private final SessionIndex sessions = new SessionIndex();
   private final ExpiryHeap expiry = new ExpiryHeap();
   private final Map<String, Session> byName = new HashMap<>();
+
+  /**
+   * Every session by id, readable from any thread: {@link #authenticate} reads it without the
+   * caller's lock (a session's secret and principal never change, so the entry is all it needs).
+   */
+  private final ConcurrentHashMap<Long, Session> credentials = new ConcurrentHashMap<>();
+
   private long savedResponses;
 
   /** An empty table with the given bounds. */
@@ -107,8 +120,30 @@ public final class SessionTable {
    */
   public Registration register(
       long clientId, long secretHi, long secretLo, String name, long ttlMs, long nonce, long now) {
+    return register(clientId, secretHi, secretLo, name, ttlMs, nonce, null, now);
+  }
+
+  /**
+   * {@link #register(long, long, long, String, long, long, long)} by an authenticated {@code
+   * principal} (the subject of the client's certificate; null or empty: none). The session is bound
+   * to it: only the same principal may {@link #resume} it or {@link #authenticate} its streams. A
+   * retried named registration counts as a retry only from the same principal.
+   */
+  public Registration register(
+      long clientId,
+      long secretHi,
+      long secretLo,
+      String name,
+      long ttlMs,
+      long nonce,
+      String principal,
+      long now) {
     checkTime(now);
-    if (ttlMs < 1 || ttlMs > config.maxTtlMs() || !validName(name)) {
+    String owner = principal == null || principal.isEmpty() ? null : principal;
+    if (ttlMs < 1
+        || ttlMs > config.maxTtlMs()
+        || !validName(name)
+        || (owner != null && owner.getBytes(StandardCharsets.UTF_8).length > MAX_PRINCIPAL_BYTES)) {
       return new Registration.Refused(RejectCode.INVALID_ARGUMENT);
     }
     expire(now);
@@ -117,7 +152,7 @@ public final class SessionTable {
     }
     Session holder = name == null ? null : byName.get(name);
     if (holder != null) {
-      if (holder.grantNonce == nonce) {
+      if (holder.grantNonce == nonce && Objects.equals(holder.principal, owner)) {
         holder.touch(now);
         return granted(holder);
       }
@@ -126,7 +161,7 @@ public final class SessionTable {
     if (sessions.size() >= config.maxSessions()) {
       return new Registration.Refused(RejectCode.TOO_MANY_SESSIONS);
     }
-    Session s = new Session(clientId, name, secretHi, secretLo, ttlMs, 0, nonce, now);
+    Session s = new Session(clientId, name, secretHi, secretLo, owner, ttlMs, 0, nonce, now);
     add(s);
     return granted(s);
   }
@@ -143,6 +178,16 @@ public final class SessionTable {
    *     name)
    */
   public Registration resume(String name, long secretHi, long secretLo, long nonce, long now) {
+    return resume(name, secretHi, secretLo, nonce, null, now);
+  }
+
+  /**
+   * {@link #resume(String, long, long, long, long)} by {@code principal} (null or empty: none). A
+   * session bound to a principal is refused to any other with {@link RejectCode#UNAUTHENTICATED},
+   * so that one tenant can neither resume nor fence another's session, even with its secret.
+   */
+  public Registration resume(
+      String name, long secretHi, long secretLo, long nonce, String principal, long now) {
     checkTime(now);
     // A name held by a session stays resumable after the name limit was lowered (reconfigure).
     if (name == null || (!validName(name) && !byName.containsKey(name))) {
@@ -153,7 +198,7 @@ public final class SessionTable {
     if (s == null) {
       return new Registration.Refused(RejectCode.SESSION_EXPIRED);
     }
-    if (s.secretHi != secretHi || s.secretLo != secretLo) {
+    if (s.secretHi != secretHi || s.secretLo != secretLo || !mayUse(s, principal)) {
       return new Registration.Refused(RejectCode.UNAUTHENTICATED);
     }
     if (s.grantNonce != nonce) {
@@ -331,8 +376,34 @@ public final class SessionTable {
    * anything reaches the log; it does not look at expiry.
    */
   public boolean authenticate(long clientId, long secretHi, long secretLo) {
+    return authenticate(clientId, secretHi, secretLo, null);
+  }
+
+  /**
+   * Whether {@code clientId} names a session with this secret that {@code principal} may use: any
+   * caller for a session registered without a principal, only the same principal otherwise.
+   *
+   * <p>Unlike the rest of the table, safe to call from any thread while another one applies: it
+   * reads a concurrent index, so the front door authenticates streams without the state's lock.
+   */
+  public boolean authenticate(long clientId, long secretHi, long secretLo, String principal) {
+    Session s = credentials.get(clientId);
+    return s != null && s.secretHi == secretHi && s.secretLo == secretLo && mayUse(s, principal);
+  }
+
+  /** Whether a session of that id exists; safe from any thread, like {@link #authenticate}. */
+  public boolean exists(long clientId) {
+    return credentials.containsKey(clientId);
+  }
+
+  /** The principal session {@code clientId} is bound to, if any. */
+  public Optional<String> principalOf(long clientId) {
     Session s = sessions.get(clientId);
-    return s != null && s.secretHi == secretHi && s.secretLo == secretLo;
+    return s == null ? Optional.empty() : Optional.ofNullable(s.principal);
+  }
+
+  private static boolean mayUse(Session s, String principal) {
+    return s.principal == null || s.principal.equals(principal);
   }
 
   /** The lowest number session {@code clientId} has not applied, or -1 if there is no session. */
@@ -463,6 +534,7 @@ public final class SessionTable {
   /** Adds a restored or new session; its id and name must be free. */
   void add(Session s) {
     sessions.add(s);
+    credentials.put(s.clientId, s);
     expiry.add(s);
     if (s.name != null) {
       byName.put(s.name, s);
@@ -478,6 +550,7 @@ public final class SessionTable {
 
   private void remove(Session s) {
     sessions.remove(s.clientId);
+    credentials.remove(s.clientId);
     expiry.remove(s);
     if (s.name != null) {
       byName.remove(s.name);

@@ -5,7 +5,7 @@ import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 
 /**
- * Session snapshot format, version 1. All integers are big-endian.
+ * Session snapshot format, versions 1 and 2. All integers are big-endian.
  *
  * <pre>
  * int   magic = 0x49444D53 ("IDMS")
@@ -16,6 +16,7 @@ import java.nio.charset.StandardCharsets;
  *   long clientId, long epoch, long grantNonce, long secretHi, long secretLo, long ttlMs,
  *   long lastActiveMs, long lowWater, long nextSeq,
  *   int nameLength (-1: anonymous), nameLength bytes of UTF-8,
+ *   version 2 only: int principalLength (-1: none), principalLength bytes of UTF-8,
  *   (nextSeq - lowWater) times: int responseLength, responseLength bytes   (for lowWater..nextSeq-1)
  * int   CRC32C of every byte above
  * </pre>
@@ -24,23 +25,34 @@ import java.nio.charset.StandardCharsets;
  * or truncated snapshot raises {@link SnapshotFormatException} and never yields a partly loaded
  * table. A new version gets a new number, a golden file, and a reader branch; version 1 files stay
  * readable.
+ *
+ * <p>Version 2 adds each session's principal. The writer uses it only when some session has one, so
+ * a cluster without client certificates writes (and digests) exactly what version 1 wrote, and a
+ * node of the previous release can still read its snapshots.
  */
 final class SnapshotCodec {
   static final int MAGIC = 0x49444D53;
-  static final int VERSION = 1;
+  static final int VERSION = 2;
 
   private SnapshotCodec() {}
 
   static void write(SessionTable table, SnapshotEncoder.Sink sink) throws IOException {
     SnapshotEncoder out = new SnapshotEncoder(sink);
+    long[] ids = table.sortedIds();
+    int version = 1;
+    for (long id : ids) {
+      if (table.get(id).principal != null) {
+        version = 2;
+        break;
+      }
+    }
     out.putInt(MAGIC);
-    out.putInt(VERSION);
+    out.putInt(version);
     SessionTableConfig c = table.config();
     out.putInt(c.window());
     out.putInt(c.maxSessions());
     out.putLong(c.maxTtlMs());
     out.putInt(c.maxNameLength());
-    long[] ids = table.sortedIds();
     out.putInt(ids.length);
     for (long id : ids) {
       Session s = table.get(id);
@@ -54,6 +66,9 @@ final class SnapshotCodec {
       out.putLong(s.lowWater);
       out.putLong(s.nextSeq);
       out.putBytes(s.name == null ? null : s.name.getBytes(StandardCharsets.UTF_8));
+      if (version >= 2) {
+        out.putBytes(s.principal == null ? null : s.principal.getBytes(StandardCharsets.UTF_8));
+      }
       for (long seq = s.lowWater; seq < s.nextSeq; seq++) {
         out.putBytes(s.response(seq));
       }
@@ -69,9 +84,12 @@ final class SnapshotCodec {
           String.format("not a session snapshot: magic %08x, expected %08x", magic, MAGIC));
     }
     int version = in.getInt();
-    if (version != VERSION) {
+    if (version < 1 || version > VERSION) {
       throw new SnapshotFormatException(
-          "unsupported session snapshot version " + version + "; this reader knows " + VERSION);
+          "unsupported session snapshot version "
+              + version
+              + "; this reader knows 1 to "
+              + VERSION);
     }
     SessionTable table = new SessionTable(readConfig(in));
     int count = in.getInt();
@@ -83,7 +101,7 @@ final class SnapshotCodec {
     table.ensureCapacity(Math.min(count, 1 << 20));
     long previousId = Long.MIN_VALUE;
     for (int i = 0; i < count; i++) {
-      Session s = readSession(in, i);
+      Session s = readSession(in, i, version);
       if (i > 0 && s.clientId <= previousId) {
         throw new SnapshotFormatException(
             "session " + i + ": client ids not ascending (" + previousId + ", " + s.clientId + ")");
@@ -113,7 +131,8 @@ final class SnapshotCodec {
   /** The fixed-size start of a session record: nine longs and the name's length. */
   private static final int SESSION_HEADER_BYTES = 9 * Long.BYTES + Integer.BYTES;
 
-  private static Session readSession(SnapshotDecoder in, int index) throws IOException {
+  private static Session readSession(SnapshotDecoder in, int index, int version)
+      throws IOException {
     in.prefetch(SESSION_HEADER_BYTES);
     long clientId = in.getLong();
     long epoch = in.getLong();
@@ -141,8 +160,15 @@ final class SnapshotCodec {
     byte[] nameBytes = in.getBytes(SessionTableConfig.MAX_NAME_LENGTH_LIMIT * 4, where + " name");
     String name = nameBytes == null ? null : new String(nameBytes, StandardCharsets.UTF_8);
     check(name == null || !name.isEmpty(), where, "empty name");
+    String principal = null;
+    if (version >= 2) {
+      byte[] p = in.getBytes(SessionTable.MAX_PRINCIPAL_BYTES, where + " principal");
+      principal = p == null ? null : new String(p, StandardCharsets.UTF_8);
+      check(principal == null || !principal.isEmpty(), where, "empty principal");
+    }
     Session s =
-        new Session(clientId, name, secretHi, secretLo, ttlMs, epoch, grantNonce, lastActiveMs);
+        new Session(
+            clientId, name, secretHi, secretLo, principal, ttlMs, epoch, grantNonce, lastActiveMs);
     s.lowWater = lowWater;
     s.nextSeq = lowWater;
     for (long seq = lowWater; seq < nextSeq; seq++) {

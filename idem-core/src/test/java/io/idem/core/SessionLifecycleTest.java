@@ -136,6 +136,47 @@ class SessionLifecycleTest {
   }
 
   @Test
+  void aSessionBoundToAPrincipalServesOnlyThatPrincipal() {
+    table.register(1, 11, 22, "svc", 500, 1, "CN=tenant-a", 0);
+    // Another tenant with the stolen secret can neither resume (and so fence) it nor use it.
+    assertThat(table.resume("svc", 11, 22, 2, "CN=tenant-b", 10))
+        .isEqualTo(new Registration.Refused(RejectCode.UNAUTHENTICATED));
+    assertThat(table.resume("svc", 11, 22, 3, null, 10))
+        .isEqualTo(new Registration.Refused(RejectCode.UNAUTHENTICATED));
+    assertThat(table.session(1).orElseThrow().epoch()).isZero();
+    assertThat(table.authenticate(1, 11, 22, "CN=tenant-b")).isFalse();
+    assertThat(table.authenticate(1, 11, 22)).isFalse();
+    assertThat(table.authenticate(1, 11, 22, "CN=tenant-a")).isTrue();
+    // A retried registration with the same nonce is a retry only from the same principal.
+    assertThat(table.register(2, 33, 44, "svc", 500, 1, "CN=tenant-b", 20))
+        .isEqualTo(new Registration.Refused(RejectCode.NAME_IN_USE));
+    assertThat(table.register(2, 33, 44, "svc", 500, 1, "CN=tenant-a", 20))
+        .isEqualTo(new Registration.Granted(1, 0, 1, 11, 22));
+    assertThat(table.resume("svc", 11, 22, 4, "CN=tenant-a", 30))
+        .isEqualTo(new Registration.Granted(1, 1, 1, 11, 22));
+    assertThat(table.principalOf(1)).contains("CN=tenant-a");
+  }
+
+  @Test
+  void aSessionWithoutAPrincipalServesAnyCallerWithItsSecret() {
+    table.register(1, 11, 22, null, 500, 1, "", 0);
+    assertThat(table.principalOf(1)).isEmpty();
+    assertThat(table.authenticate(1, 11, 22, "CN=anyone")).isTrue();
+    assertThat(table.authenticate(1, 11, 22, null)).isTrue();
+    assertThat(table.exists(1)).isTrue();
+    table.close(1, 0, 10);
+    assertThat(table.exists(1)).isFalse();
+    assertThat(table.authenticate(1, 11, 22, null)).isFalse();
+  }
+
+  @Test
+  void anOversizedPrincipalIsInvalid() {
+    String huge = "CN=" + "x".repeat(SessionTable.MAX_PRINCIPAL_BYTES);
+    assertThat(table.register(1, 11, 22, null, 500, 1, huge, 0))
+        .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
+  }
+
+  @Test
   void keepAliveExtendsTheSession() {
     table.register(1, 0, 0, null, 500, 1, 0);
     assertThat(table.keepAlive(1, 0, 1, 400)).isEmpty();

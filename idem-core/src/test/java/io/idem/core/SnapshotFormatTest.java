@@ -14,15 +14,29 @@ import java.util.Arrays;
 import org.junit.jupiter.api.Test;
 
 /**
- * Snapshot format version 1: a golden file pins the bytes, and every corruption or truncation of it
- * is refused with {@link SnapshotFormatException}.
+ * Snapshot format versions 1 and 2: golden files pin the bytes, and every corruption or truncation
+ * of them is refused with {@link SnapshotFormatException}. Version 1 is what a table without
+ * principals writes; version 2 adds each session's principal.
  *
- * <p>To regenerate the golden file after a deliberate format change (which must also bump the
+ * <p>To regenerate a golden file after a deliberate format change (which must also bump the
  * version): {@code ./mvnw -pl idem-core test
- * -Dtest=SnapshotFormatTest#writerProducesTheGoldenBytesOfVersion1 -Didem.golden.write=true}.
+ * -Dtest=SnapshotFormatTest#writerProducesTheGoldenBytes* -Didem.golden.write=true}.
  */
 class SnapshotFormatTest {
   private static final Path GOLDEN = Path.of("src/test/resources/snapshots/sessions-v1.bin");
+  private static final Path GOLDEN_V2 = Path.of("src/test/resources/snapshots/sessions-v2.bin");
+
+  /** Version 2's table: bound and unbound sessions, a resumed bound one, a principal in UTF-8. */
+  static SessionTable goldenTableV2() {
+    SessionTable t = new SessionTable(SessionTableConfig.defaults());
+    t.register(4, 11, 12, null, 60_000, 4, "CN=tenant-a,O=Idem", 1_000);
+    t.register(6, 13, 14, "orders", 60_000, 6, "CN=mandant-ü", 1_000);
+    t.register(8, 15, 16, null, 60_000, 8, null, 1_000);
+    t.resume("orders", 13, 14, 61, "CN=mandant-ü", 2_000);
+    t.admit(4, 0, 1, 1, 2_500);
+    t.record(4, 1, 1, 2_500, "r".getBytes(StandardCharsets.UTF_8));
+    return t;
+  }
 
   /** The table the golden file holds: anonymous and named sessions, resumed, trimmed, empty. */
   static SessionTable goldenTable() {
@@ -68,6 +82,52 @@ class SnapshotFormatTest {
       Files.write(GOLDEN, actual);
     }
     assertThat(actual).isEqualTo(Files.readAllBytes(GOLDEN));
+  }
+
+  @Test
+  void aTableWithoutPrincipalsStillWritesVersion1() throws IOException {
+    assertThat(bytesOf(goldenTable())[7]).isEqualTo((byte) 1);
+    assertThat(bytesOf(goldenTableV2())[7]).isEqualTo((byte) 2);
+  }
+
+  @Test
+  void writerProducesTheGoldenBytesOfVersion2() throws IOException {
+    byte[] actual = bytesOf(goldenTableV2());
+    if (Boolean.getBoolean("idem.golden.write")) {
+      Files.write(GOLDEN_V2, actual);
+    }
+    assertThat(actual).isEqualTo(Files.readAllBytes(GOLDEN_V2));
+  }
+
+  @Test
+  void version2RestoresEachSessionsPrincipal() throws IOException {
+    SessionTable t = read(Files.readAllBytes(GOLDEN_V2));
+    assertThat(t.principalOf(4)).contains("CN=tenant-a,O=Idem");
+    assertThat(t.principalOf(6)).contains("CN=mandant-ü");
+    assertThat(t.principalOf(8)).isEmpty();
+    assertThat(t.authenticate(4, 11, 12, "CN=tenant-a,O=Idem")).isTrue();
+    assertThat(t.authenticate(4, 11, 12, "CN=tenant-b,O=Idem")).isFalse();
+    assertThat(t.authenticate(4, 11, 12, null)).isFalse();
+    assertThat(t.authenticate(8, 15, 16, "CN=anyone")).isTrue();
+    assertThat(t.session(6).orElseThrow().epoch()).isEqualTo(1);
+    assertThat(t.digest()).isEqualTo(goldenTableV2().digest());
+    for (byte[] bad : corruptions(Files.readAllBytes(GOLDEN_V2))) {
+      assertThatThrownBy(() -> read(bad)).isInstanceOf(SnapshotFormatException.class);
+    }
+  }
+
+  /** Every single-bit flip and every truncation of {@code golden}. */
+  private static java.util.List<byte[]> corruptions(byte[] golden) {
+    java.util.List<byte[]> all = new java.util.ArrayList<>();
+    for (int i = 0; i < golden.length; i++) {
+      for (int bit = 0; bit < 8; bit++) {
+        byte[] bad = golden.clone();
+        bad[i] ^= (byte) (1 << bit);
+        all.add(bad);
+      }
+      all.add(Arrays.copyOf(golden, i));
+    }
+    return all;
   }
 
   @Test
@@ -121,11 +181,11 @@ class SnapshotFormatTest {
   @Test
   void unknownVersionAndWrongMagicAreNamed() throws IOException {
     byte[] golden = Files.readAllBytes(GOLDEN);
-    byte[] v2 = golden.clone();
-    v2[7] = 2;
-    assertThatThrownBy(() -> read(v2))
+    byte[] v3 = golden.clone();
+    v3[7] = 3;
+    assertThatThrownBy(() -> read(v3))
         .isInstanceOf(SnapshotFormatException.class)
-        .hasMessageContaining("unsupported session snapshot version 2");
+        .hasMessageContaining("unsupported session snapshot version 3");
     assertThatThrownBy(() -> read("not a snapshot at all".getBytes(StandardCharsets.UTF_8)))
         .isInstanceOf(SnapshotFormatException.class)
         .hasMessageContaining("magic");

@@ -107,7 +107,8 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     IdempotencyPolicy policyFor(HttpServletRequest request);
   }
 
-  private final IdempotentExecutor executor;
+  private final IdempotentExecutor executor; // null over TransactionalKeys
+  private final TransactionalKeys transactional; // null over a KeyStore
   private final Set<String> methods;
   private final PolicyResolver resolver;
   private final String scopeHeader;
@@ -117,14 +118,19 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
   private final int maxResponseBytes;
 
   private IdempotencyFilter(Builder b) {
-    IdempotentExecutor.Builder eb =
-        IdempotentExecutor.builder(b.store)
-            .inProgressTimeout(b.inProgressTimeout)
-            .retention(b.retention);
-    if (b.storeTimeout != null) {
-      eb.storeTimeout(b.storeTimeout);
+    if (b.store != null) {
+      IdempotentExecutor.Builder eb =
+          IdempotentExecutor.builder(b.store)
+              .inProgressTimeout(b.inProgressTimeout)
+              .retention(b.retention);
+      if (b.storeTimeout != null) {
+        eb.storeTimeout(b.storeTimeout);
+      }
+      this.executor = eb.build();
+    } else {
+      this.executor = null;
     }
-    this.executor = eb.build();
+    this.transactional = b.transactional;
     this.methods = Set.copyOf(b.methods);
     IdempotencyPolicy policy = b.policy;
     this.resolver = b.resolver != null ? b.resolver : request -> policy;
@@ -137,7 +143,25 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
 
   /** A builder over {@code store}. */
   public static Builder builder(KeyStore store) {
-    return new Builder(store);
+    if (store == null) {
+      throw new IllegalArgumentException("store must not be null");
+    }
+    return new Builder(store, null);
+  }
+
+  /**
+   * A builder over a store that runs each keyed request in its own transaction (PostgreSQL's
+   * transactional mode): the handler writes through {@link IdempotentRequest#transaction}, and its
+   * writes commit with the stored response. A duplicate waits for the key's lock (the store's
+   * bound) instead of getting 409 at once; {@link Builder#inProgressTimeout}, {@link
+   * Builder#retention} and {@link Builder#storeTimeout} are the store's settings then, not the
+   * filter's, and {@link IdempotentRequest#completeWith} is refused.
+   */
+  public static Builder builder(TransactionalKeys keys) {
+    if (keys == null) {
+      throw new IllegalArgumentException("keys must not be null");
+    }
+    return new Builder(null, keys);
   }
 
   @Override
@@ -225,27 +249,29 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     StoredResponse outcome;
     try {
       outcome =
-          executor.execute(
-              key,
-              fingerprint,
-              policy.waitForResult(),
-              StoredResponse.CODEC,
-              token -> {
-                IdempotentRequest context = new IdempotentRequest(key, token);
-                request.setAttribute(IdempotentRequest.ATTRIBUTE, context);
-                CapturingResponse captured =
-                    new CapturingResponse(response, maxResponseBytes, instance);
-                ran[0] = captured;
-                chain.doFilter(request, captured);
-                StoredResponse stored = toStore(captured);
-                handled[0] = context;
-                if (captured.getStatus() >= 500 && !policy.storeServerErrors()) {
-                  throw new ReleasedResponse();
-                }
-                return context.effect() == null
-                    ? IdempotentExecutor.Outcome.of(stored)
-                    : IdempotentExecutor.Outcome.withEffect(stored, context.effect());
-              });
+          transactional != null
+              ? inTransaction(request, response, chain, policy, key, fingerprint, instance, ran)
+              : executor.execute(
+                  key,
+                  fingerprint,
+                  policy.waitForResult(),
+                  StoredResponse.CODEC,
+                  token -> {
+                    IdempotentRequest context = new IdempotentRequest(key, token);
+                    request.setAttribute(IdempotentRequest.ATTRIBUTE, context);
+                    CapturingResponse captured =
+                        new CapturingResponse(response, maxResponseBytes, instance);
+                    ran[0] = captured;
+                    chain.doFilter(request, captured);
+                    StoredResponse stored = toStore(captured);
+                    handled[0] = context;
+                    if (captured.getStatus() >= 500 && !policy.storeServerErrors()) {
+                      throw new ReleasedResponse();
+                    }
+                    return context.effect() == null
+                        ? IdempotentExecutor.Outcome.of(stored)
+                        : IdempotentExecutor.Outcome.withEffect(stored, context.effect());
+                  });
     } catch (ReleasedResponse released) {
       ran[0].sendCaptured(); // the key is released: a retry runs again
       return;
@@ -317,6 +343,43 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     } else {
       ran[0].sendCaptured();
     }
+  }
+
+  /**
+   * The request over {@link TransactionalKeys}: the handler runs inside the store's transaction,
+   * and its response is stored in it; a 5xx the policy does not store rolls everything back.
+   */
+  private StoredResponse inTransaction(
+      BufferedRequest request,
+      HttpServletResponse response,
+      FilterChain chain,
+      IdempotencyPolicy policy,
+      IdempotencyKey key,
+      Fingerprint fingerprint,
+      String instance,
+      CapturingResponse[] ran)
+      throws Exception {
+    StoredResponse[] toSend = new StoredResponse[1];
+    byte[] stored =
+        transactional.run(
+            key,
+            fingerprint,
+            (transaction, token) -> {
+              request.setAttribute(
+                  IdempotentRequest.ATTRIBUTE, new IdempotentRequest(key, token, transaction));
+              CapturingResponse captured =
+                  new CapturingResponse(response, maxResponseBytes, instance);
+              ran[0] = captured;
+              chain.doFilter(request, captured);
+              if (captured.getStatus() >= 500 && !policy.storeServerErrors()) {
+                throw new ReleasedResponse(); // rolls the handler's writes back with the key
+              }
+              toSend[0] = toStore(captured);
+              return toSend[0].encode();
+            });
+    // The step ran here and committed (the captured response goes out), or the bytes are the
+    // outcome another request stored (a replay).
+    return toSend[0] != null ? toSend[0] : StoredResponse.decode(stored);
   }
 
   /** What is stored for a captured response: itself, or a problem if it is too large. */
@@ -480,12 +543,15 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
 
   @Override
   public void close() {
-    executor.close();
+    if (executor != null) {
+      executor.close();
+    }
   }
 
   /** Builds an {@link IdempotencyFilter}. Not thread-safe. */
   public static final class Builder {
     private final KeyStore store;
+    private final TransactionalKeys transactional;
     private final Set<String> methods = new LinkedHashSet<>(DEFAULT_METHODS);
     private IdempotencyPolicy policy = IdempotencyPolicy.DEFAULTS;
     private PolicyResolver resolver;
@@ -498,11 +564,9 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     private Duration retention = DEFAULT_RETENTION;
     private Duration storeTimeout;
 
-    private Builder(KeyStore store) {
-      if (store == null) {
-        throw new IllegalArgumentException("store must not be null");
-      }
+    private Builder(KeyStore store, TransactionalKeys transactional) {
       this.store = store;
+      this.transactional = transactional;
     }
 
     /** The HTTP methods covered (upper case). Default POST and PATCH. */

@@ -18,11 +18,17 @@ public final class IdempotentRequest {
 
   private final IdempotencyKey key;
   private final long fencingToken;
+  private final Object transaction; // null unless the filter runs over TransactionalKeys
   private Object effect;
 
   IdempotentRequest(IdempotencyKey key, long fencingToken) {
+    this(key, fencingToken, null);
+  }
+
+  IdempotentRequest(IdempotencyKey key, long fencingToken, Object transaction) {
     this.key = key;
     this.fencingToken = fencingToken;
+    this.transaction = transaction;
   }
 
   /** The request's, if the filter covers it and it carries a key. */
@@ -44,17 +50,33 @@ public final class IdempotentRequest {
   }
 
   /**
+   * The transaction this request runs in, when the filter runs over {@link TransactionalKeys} (on
+   * PostgreSQL, the {@code java.sql.Connection}): writes through it commit with the stored response
+   * or not at all. Empty on the other stores.
+   *
+   * @throws ClassCastException if the transaction is not a {@code type}
+   */
+  public <T> Optional<T> transaction(Class<T> type) {
+    return Optional.ofNullable(transaction).map(type::cast);
+  }
+
+  /**
    * The business write for the store to apply in the same atomic step as storing this response (on
    * Idem, an {@code io.idem.client.Write}). Applied only if the response is stored (not for a 5xx
    * that releases the key). If the store refuses it, nothing is applied, the key is released and
    * the client gets a 409 problem ({@code effect-refused}) instead of the handler's response.
    *
-   * @throws IllegalStateException if an effect was already given
+   * @throws IllegalStateException if an effect was already given, or the request runs in a
+   *     transaction (write through {@link #transaction} instead)
    * @throws IllegalArgumentException if {@code effect} is null
    */
   public void completeWith(Object effect) {
     if (effect == null) {
       throw new IllegalArgumentException("effect must not be null");
+    }
+    if (transaction != null) {
+      throw new IllegalStateException(
+          "this request runs in the store's transaction: write through transaction(...)");
     }
     if (this.effect != null) {
       throw new IllegalStateException("this request already has an effect: " + this.effect);

@@ -2,6 +2,7 @@ package io.idem.server;
 
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
+import io.idem.core.SessionTable;
 import io.idem.proto.ChangeMembersReply;
 import io.idem.proto.ChangeMembersRequest;
 import io.idem.proto.ClientFrame;
@@ -27,6 +28,7 @@ import io.idem.proto.ServerFrame;
 import io.idem.proto.SessionCmd;
 import io.idem.proto.StatusReply;
 import io.idem.proto.StatusRequest;
+import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -75,11 +77,26 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
           reply, registerFailure(new ReplicatedLog.NotLeaderException(log.leaderClientAddress())));
       return;
     }
+    String principal = ClientPrincipal.current();
+    if (principal != null
+        && principal.getBytes(StandardCharsets.UTF_8).length > SessionTable.MAX_PRINCIPAL_BYTES) {
+      answer(
+          reply,
+          RegisterReply.newBuilder()
+              .setCode(Code.INVALID_ARGUMENT)
+              .setMessage(
+                  "the client certificate's subject is longer than "
+                      + SessionTable.MAX_PRINCIPAL_BYTES
+                      + " bytes")
+              .build());
+      return;
+    }
     RegisterCmd cmd =
         RegisterCmd.newBuilder()
             .setRequest(req)
             .setSecretHi(random.nextLong())
             .setSecretLo(random.nextLong())
+            .setPrincipal(principal == null ? "" : principal)
             .build();
     batcher
         .submit(Command.newBuilder().setRegister(cmd).build())
@@ -103,7 +120,8 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
 
   @Override
   public StreamObserver<ClientFrame> session(StreamObserver<ServerFrame> responses) {
-    return new SessionStream((ServerCallStreamObserver<ServerFrame>) responses);
+    return new SessionStream(
+        (ServerCallStreamObserver<ServerFrame>) responses, ClientPrincipal.current());
   }
 
   @Override
@@ -212,6 +230,10 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
   /** One session's stream: a Hello, then requests and keep-alives. */
   private final class SessionStream implements StreamObserver<ClientFrame> {
     private final ServerCallStreamObserver<ServerFrame> out;
+
+    /** The caller's certificate subject, or null: the session must be bound to it or to none. */
+    private final String principal;
+
     private Hello hello;
     private boolean done;
 
@@ -221,8 +243,9 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
     /** Whether the client half-closed: the stream ends once nothing is owed (or after a bound). */
     private boolean halfClosed;
 
-    SessionStream(ServerCallStreamObserver<ServerFrame> out) {
+    SessionStream(ServerCallStreamObserver<ServerFrame> out, String principal) {
       this.out = out;
+      this.principal = principal;
     }
 
     @Override
@@ -279,7 +302,8 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
         endWith(Code.NOT_LEADER, "not the leader");
         return;
       }
-      switch (stateMachine.authenticate(h.getClientId(), h.getSecretHi(), h.getSecretLo())) {
+      switch (stateMachine.authenticate(
+          h.getClientId(), h.getSecretHi(), h.getSecretLo(), principal)) {
         case UNKNOWN_SESSION -> {
           // Expired (or never existed): the client must register anew, not give up.
           endWith(
@@ -288,7 +312,11 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
           return;
         }
         case WRONG_SECRET -> {
-          endWith(Code.UNAUTHENTICATED, "wrong secret for session " + h.getClientId());
+          endWith(
+              Code.UNAUTHENTICATED,
+              "wrong secret for session "
+                  + h.getClientId()
+                  + ", or the session belongs to another client certificate");
           return;
         }
         case OK -> {}

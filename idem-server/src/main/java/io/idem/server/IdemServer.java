@@ -2,6 +2,7 @@ package io.idem.server;
 
 import io.grpc.ManagedChannel;
 import io.grpc.Server;
+import io.grpc.ServerInterceptors;
 import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
@@ -77,7 +78,7 @@ public final class IdemServer implements AutoCloseable {
           NettyServerBuilder.forAddress(
                   new InetSocketAddress(
                       client.substring(0, colon), Integer.parseInt(client.substring(colon + 1))))
-              .addService(door)
+              .addService(ServerInterceptors.intercept(door, new ClientPrincipal()))
               // Handlers run on the I/O threads: they only queue commands or read the state
               // briefly, and the hop to an executor per message cost a sixth of the leader's CPU.
               .directExecutor()

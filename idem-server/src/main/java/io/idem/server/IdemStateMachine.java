@@ -59,7 +59,8 @@ final class IdemStateMachine extends BaseStateMachine {
   private final Object lock = new Object();
   private final java.util.concurrent.ConcurrentHashMap<Long, LogEntry> appending =
       new java.util.concurrent.ConcurrentHashMap<>();
-  private ReplicatedState state = new ReplicatedState();
+  // Volatile for authenticate, which reads the sessions without the lock.
+  private volatile ReplicatedState state = new ReplicatedState();
 
   /** How long close and pause wait for a snapshot write under way. */
   private static final Duration WRITER_WAIT = Duration.ofMinutes(2);
@@ -442,16 +443,20 @@ final class IdemStateMachine extends BaseStateMachine {
     WRONG_SECRET
   }
 
-  /** The front door's secret check, before anything reaches the log. */
-  Authentication authenticate(long clientId, long secretHi, long secretLo) {
-    synchronized (lock) {
-      if (!state.sessions.exists(clientId)) {
-        return Authentication.UNKNOWN_SESSION;
-      }
-      return state.sessions.authenticate(clientId, secretHi, secretLo)
-          ? Authentication.OK
-          : Authentication.WRONG_SECRET;
+  /**
+   * The front door's check of a stream's Hello, before anything reaches the log: the secret, and
+   * that {@code principal} (the client certificate's subject, or null) may use the session. It does
+   * not take the state's lock, so a Hello never waits for an apply or a snapshot freeze: the
+   * session table keeps a concurrent index of credentials for it.
+   */
+  Authentication authenticate(long clientId, long secretHi, long secretLo, String principal) {
+    SessionState sessions = state.sessions;
+    if (!sessions.exists(clientId)) {
+      return Authentication.UNKNOWN_SESSION;
     }
+    return sessions.authenticate(clientId, secretHi, secretLo, principal)
+        ? Authentication.OK
+        : Authentication.WRONG_SECRET;
   }
 
   /** The digest at the last snapshot this node wrote (index 0 if none yet). */

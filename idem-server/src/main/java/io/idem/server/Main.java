@@ -138,6 +138,28 @@ public final class Main implements Callable<Integer> {
               + " time. Default: ${DEFAULT-VALUE}.")
   long logSegmentBytes;
 
+  @Option(
+      names = "--election-timeout-min-ms",
+      defaultValue = "${env:IDEM_ELECTION_TIMEOUT_MIN_MS:-300}",
+      description = "Lower bound of the randomised election timeout. Default: ${DEFAULT-VALUE}.")
+  long electionTimeoutMinMs;
+
+  @Option(
+      names = "--election-timeout-max-ms",
+      defaultValue = "${env:IDEM_ELECTION_TIMEOUT_MAX_MS:-600}",
+      description =
+          "Upper bound of the randomised election timeout; a leader that heard from no majority for"
+              + " this long steps down. Default: ${DEFAULT-VALUE}.")
+  long electionTimeoutMaxMs;
+
+  @Option(
+      names = "--unsafe-local-reads",
+      hidden = true,
+      description =
+          "TEST ONLY, breaks linearizability: answer reads from the local state machine without"
+              + " confirming leadership (the verification's negative control).")
+  boolean unsafeLocalReads;
+
   /** Builds the configuration the flags describe. */
   ServerConfig config() {
     List<ServerConfig.Peer> list = new ArrayList<>();
@@ -160,6 +182,8 @@ public final class Main implements Callable<Integer> {
         .dataDir(dataDir)
         .peers(list)
         .tickIntervalMs(tickMs)
+        .electionTimeoutMs(electionTimeoutMinMs, electionTimeoutMaxMs)
+        .unsafeLocalReads(unsafeLocalReads)
         .snapshotEveryEntries(snapshotEvery)
         .maxInFlightBatches(entriesInFlight)
         .logSegmentBytes(logSegmentBytes)

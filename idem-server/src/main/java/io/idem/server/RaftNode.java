@@ -110,7 +110,17 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
     RaftServerConfigKeys.Rpc.setTimeoutMax(
         p,
         TimeDuration.valueOf(c.electionTimeoutMaxMs(), java.util.concurrent.TimeUnit.MILLISECONDS));
-    RaftServerConfigKeys.Read.setOption(p, RaftServerConfigKeys.Read.Option.LINEARIZABLE);
+    // ReadIndex (Raft thesis 6.4): a read waits until this leader has committed an entry of its
+    // term, records the commit index, and confirms with a round of heartbeats that a majority
+    // still follows it, before it is served at that index. No leader lease (Ratis's
+    // Read.leaderLeaseEnabled stays off, its default): leadership is never assumed from timing.
+    // DEFAULT reads the local state machine at once, which a deposed leader answers stale: only
+    // the verification's negative control sets it (docs/VERIFICATION.md, "Reads under partitions").
+    RaftServerConfigKeys.Read.setOption(
+        p,
+        c.unsafeLocalReads()
+            ? RaftServerConfigKeys.Read.Option.DEFAULT
+            : RaftServerConfigKeys.Read.Option.LINEARIZABLE);
     RaftServerConfigKeys.Snapshot.setAutoTriggerEnabled(p, true);
     RaftServerConfigKeys.Snapshot.setAutoTriggerThreshold(p, c.snapshotEveryEntries());
     RaftServerConfigKeys.Snapshot.setRetentionFileNum(p, c.snapshotsRetained());

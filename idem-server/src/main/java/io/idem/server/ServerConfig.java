@@ -35,6 +35,10 @@ import java.util.List;
  *     neither votes nor campaigns, and waits for a membership change that adds it ({@code idem
  *     member add}); {@code peers} then holds only this node. Ignored once its data directory holds
  *     a Raft configuration (a restart), which then names the members.
+ * @param unsafeLocalReads <b>for the verification's negative control only</b>: reads are answered
+ *     from the local state machine by a node that believes it leads, without the ReadIndex round
+ *     that confirms its leadership (Ratis's {@code Read.Option.DEFAULT}). A deposed leader that has
+ *     not noticed yet then answers stale reads: not linearizable. Off by default.
  */
 public record ServerConfig(
     String id,
@@ -55,7 +59,8 @@ public record ServerConfig(
     String clientListen,
     TlsFiles tls,
     String adminAddress,
-    boolean join) {
+    boolean join,
+    boolean unsafeLocalReads) {
 
   /** Default client address. */
   public static final String DEFAULT_CLIENT_ADDRESS = "127.0.0.1:7001";
@@ -207,6 +212,7 @@ public record ServerConfig(
     private String adminAddress = "";
     private TlsFiles tls;
     private boolean join;
+    private boolean unsafeLocalReads;
 
     private Builder() {}
 
@@ -302,6 +308,12 @@ public record ServerConfig(
       return this;
     }
 
+    /** Test only: see {@link ServerConfig#unsafeLocalReads()}. */
+    public Builder unsafeLocalReads(boolean on) {
+      this.unsafeLocalReads = on;
+      return this;
+    }
+
     /**
      * Returns the configuration.
      *
@@ -327,7 +339,8 @@ public record ServerConfig(
           clientListen,
           tls,
           adminAddress,
-          join);
+          join,
+          unsafeLocalReads);
     }
   }
 }

@@ -29,7 +29,9 @@ import java.util.Optional;
  * <p>Deterministic: time is the log time passed in. Not thread-safe.
  */
 final class SessionState implements StateSection {
-  private SessionTable table = new SessionTable(ReplicatedConfig.DEFAULTS.sessions());
+  // Volatile: the front door authenticates through it without the state's lock (SessionTable's
+  // credential index is safe for that), and a loaded snapshot replaces it.
+  private volatile SessionTable table = new SessionTable(ReplicatedConfig.DEFAULTS.sessions());
 
   /** The session bounds in force (part of the replicated configuration). */
   SessionTableConfig bounds() {
@@ -50,14 +52,17 @@ final class SessionState implements StateSection {
     return table.largestSessions(n);
   }
 
-  /** Whether a live session {@code clientId} exists (the front door's check). */
+  /** Whether a session {@code clientId} exists (the front door's check). Safe without the lock. */
   boolean exists(long clientId) {
-    return table.session(clientId).isPresent();
+    return table.exists(clientId);
   }
 
-  /** Whether the secret is that of session {@code clientId} (the front door's check). */
-  boolean authenticate(long clientId, long secretHi, long secretLo) {
-    return table.authenticate(clientId, secretHi, secretLo);
+  /**
+   * Whether the secret is that of session {@code clientId} and {@code principal} may use it (the
+   * front door's check). Safe without the lock.
+   */
+  boolean authenticate(long clientId, long secretHi, long secretLo, String principal) {
+    return table.authenticate(clientId, secretHi, secretLo, principal);
   }
 
   /**
@@ -71,7 +76,8 @@ final class SessionState implements StateSection {
     String name = req.getName().isEmpty() ? null : req.getName();
     Registration r =
         req.getResume()
-            ? table.resume(name, req.getSecretHi(), req.getSecretLo(), req.getNonce(), now)
+            ? table.resume(
+                name, req.getSecretHi(), req.getSecretLo(), req.getNonce(), cmd.getPrincipal(), now)
             : table.register(
                 clientId,
                 cmd.getSecretHi(),
@@ -79,6 +85,7 @@ final class SessionState implements StateSection {
                 name,
                 req.getTtlMs(),
                 req.getNonce(),
+                cmd.getPrincipal(),
                 now);
     if (r instanceof Registration.Granted g) {
       return RegisterReply.newBuilder()
@@ -178,7 +185,7 @@ final class SessionState implements StateSection {
       case WINDOW_EXCEEDED -> "too many unacknowledged requests in this session";
       case TOO_MANY_SESSIONS -> "the cluster holds its maximum number of sessions";
       case NAME_IN_USE -> "a live session holds this name";
-      case UNAUTHENTICATED -> "wrong secret";
+      case UNAUTHENTICATED -> "wrong secret, or the session belongs to another client certificate";
       case INVALID_ARGUMENT -> "malformed request";
     };
   }

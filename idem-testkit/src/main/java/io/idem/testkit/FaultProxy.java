@@ -10,6 +10,7 @@ import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketException;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicLong;
@@ -29,6 +30,13 @@ import java.util.concurrent.atomic.AtomicLong;
  * receives nothing more. Connections opened afterwards work normally, as a NAT opens new state for
  * a new flow. Only a client that gives up on the silent connection and opens another recovers.
  *
+ * <p>"The network between the two ends is partitioned" is {@link #partition()} (or one of its
+ * one-way forms), healed by {@link #heal()}: unlike a silence, it holds for every connection, open
+ * or opened during the partition, until healed, and drops bytes silently (no RST, as a firewall's
+ * DROP): new connections are still accepted, so a connecting end sees a connection that never
+ * answers. A connection that lost bytes to a partition is reset when it heals: its stream is broken
+ * mid-way (TCP would have timed out under a long partition), and new connections work.
+ *
  * <p>Thread-safe: faults may be switched on and off from any thread while connections run.
  */
 public final class FaultProxy implements AutoCloseable {
@@ -42,6 +50,9 @@ public final class FaultProxy implements AutoCloseable {
   private volatile boolean blackhole;
   private volatile long delayMs;
   private volatile boolean closed;
+  private final Object partitionLock = new Object();
+  private boolean partitionRequests;
+  private boolean partitionResponses;
 
   /** One proxied connection: the client's socket and the proxy's socket to the node. */
   private static final class Connection {
@@ -49,6 +60,9 @@ public final class FaultProxy implements AutoCloseable {
     final Socket upstream;
     volatile boolean requestsSilenced;
     volatile boolean responsesSilenced;
+
+    /** Lost bytes (or an end of stream) to a partition: reset when it heals. */
+    boolean damaged;
 
     Connection(Socket client, Socket upstream) {
       this.client = client;
@@ -140,7 +154,96 @@ public final class FaultProxy implements AutoCloseable {
     }
   }
 
-  /** How many bytes (either direction) silenced connections have dropped so far. */
+  /**
+   * From now until {@link #heal()}, every byte in both directions, on open connections and on those
+   * accepted meanwhile, is dropped silently: the network between the two ends is cut.
+   */
+  public void partition() {
+    setPartition(true, true);
+  }
+
+  /**
+   * As {@link #partition()}, in one direction only: requests (client to node) are dropped, while
+   * responses still flow.
+   */
+  public void partitionRequests() {
+    setPartition(true, partitionResponsesNow());
+  }
+
+  /**
+   * As {@link #partition()}, in one direction only: responses (node to client) are dropped, while
+   * requests still reach the node.
+   */
+  public void partitionResponses() {
+    setPartition(partitionRequestsNow(), true);
+  }
+
+  /**
+   * Ends a partition (and the silences of {@link #silenceOpenConnections()}): the connections that
+   * lost bytes to it, and silenced ones, are reset; new connections work normally.
+   *
+   * @return how many connections were reset
+   */
+  public int heal() {
+    List<Connection> broken = new ArrayList<>();
+    synchronized (partitionLock) {
+      partitionRequests = false;
+      partitionResponses = false;
+      for (Connection c : connections) {
+        if (c.damaged || c.requestsSilenced || c.responsesSilenced) {
+          broken.add(c);
+        }
+      }
+    }
+    for (Connection c : broken) {
+      reset(c.client);
+      reset(c.upstream);
+      connections.remove(c);
+    }
+    return broken.size();
+  }
+
+  /** Whether a partition ({@link #partition()} or a one-way form) is in force. */
+  public boolean partitioned() {
+    synchronized (partitionLock) {
+      return partitionRequests || partitionResponses;
+    }
+  }
+
+  private void setPartition(boolean requests, boolean responses) {
+    synchronized (partitionLock) {
+      partitionRequests = requests;
+      partitionResponses = responses;
+    }
+  }
+
+  private boolean partitionRequestsNow() {
+    synchronized (partitionLock) {
+      return partitionRequests;
+    }
+  }
+
+  private boolean partitionResponsesNow() {
+    synchronized (partitionLock) {
+      return partitionResponses;
+    }
+  }
+
+  /**
+   * Whether a partition drops this direction of {@code c} now; if so, {@code c} is marked for a
+   * reset at the heal (under the lock, so that a heal never misses a connection that lost bytes).
+   */
+  private boolean droppedByPartition(Connection c, boolean isResponse) {
+    synchronized (partitionLock) {
+      boolean drop = isResponse ? partitionResponses : partitionRequests;
+      if (drop) {
+        c.damaged = true;
+      }
+      return drop;
+    }
+  }
+
+  /** How many bytes (either direction) silenced connections and partitions have dropped so far. */
   public long silencedBytes() {
     return silencedBytes.get();
   }
@@ -213,7 +316,7 @@ public final class FaultProxy implements AutoCloseable {
                   if (d > 0) {
                     Thread.sleep(d);
                   }
-                  if (c.silenced(isResponse)) {
+                  if (c.silenced(isResponse) || droppedByPartition(c, isResponse)) {
                     silencedBytes.addAndGet(n);
                     continue;
                   }
@@ -243,7 +346,7 @@ public final class FaultProxy implements AutoCloseable {
    */
   private void finish(Connection c, Socket from, Socket to, boolean isResponse) {
     closeQuietly(from);
-    if (!c.silenced(isResponse)) {
+    if (!c.silenced(isResponse) && !droppedByPartition(c, isResponse)) {
       closeQuietly(to);
     }
     if (c.client.isClosed() && c.upstream.isClosed()) {

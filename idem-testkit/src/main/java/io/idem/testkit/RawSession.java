@@ -1,6 +1,7 @@
 package io.idem.testkit;
 
 import io.grpc.ManagedChannel;
+import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.stub.StreamObserver;
 import io.idem.proto.ClientFrame;
@@ -17,10 +18,12 @@ import io.idem.proto.ServerFrame;
 import io.idem.proto.SessionKeepAlive;
 import io.idem.proto.StatusReply;
 import io.idem.proto.StatusRequest;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import javax.net.ssl.SSLException;
 
 /**
  * The client protocol by hand, for tests that must send exactly the frames they choose (a duplicate
@@ -41,6 +44,27 @@ public final class RawSession implements AutoCloseable {
                 address.substring(0, colon), Integer.parseInt(address.substring(colon + 1)))
             .usePlaintext()
             .build();
+  }
+
+  /**
+   * A connection to {@code address} over TLS, trusting the certificates in {@code ca} and
+   * presenting {@code certificate} with {@code key} (PEM files) as the client's.
+   */
+  public RawSession(String address, Path ca, Path certificate, Path key) {
+    int colon = address.lastIndexOf(':');
+    try {
+      this.channel =
+          NettyChannelBuilder.forAddress(
+                  address.substring(0, colon), Integer.parseInt(address.substring(colon + 1)))
+              .sslContext(
+                  GrpcSslContexts.forClient()
+                      .trustManager(ca.toFile())
+                      .keyManager(certificate.toFile(), key.toFile())
+                      .build())
+              .build();
+    } catch (SSLException e) {
+      throw new IllegalArgumentException("cannot use the TLS files: " + e.getMessage(), e);
+    }
   }
 
   /** Sends a Register RPC and returns the reply. */

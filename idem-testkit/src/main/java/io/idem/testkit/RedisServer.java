@@ -5,7 +5,6 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.net.ServerSocket;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -100,18 +99,9 @@ public final class RedisServer implements AutoCloseable {
    *     stopped)
    */
   public static RedisServer start(String binary, Path dir, Aof aof) {
-    RedisServer s = new RedisServer(binary, dir, freePort(), aof);
+    RedisServer s = new RedisServer(binary, dir, LocalCluster.freePort(), aof);
     s.launch();
     return s;
-  }
-
-  /** A loopback port nothing listens on now. */
-  public static int freePort() {
-    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-      return s.getLocalPort();
-    } catch (IOException e) {
-      throw new IllegalStateException("no free port", e);
-    }
   }
 
   /** {@code redis://127.0.0.1:port}. */

@@ -6,8 +6,16 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.idem.client.ClientTls;
 import io.idem.client.IdemClient;
 import io.idem.client.NotSentException;
+import io.idem.proto.Code;
+import io.idem.proto.Operation;
+import io.idem.proto.Put;
+import io.idem.proto.RegisterReply;
+import io.idem.proto.RegisterRequest;
+import io.idem.proto.ServerFrame;
 import io.idem.server.TlsFiles;
 import io.idem.testkit.LocalCluster;
+import io.idem.testkit.RawSession;
+import io.idem.testkit.TestCertificates;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -31,97 +39,7 @@ class TlsTest {
 
   @BeforeAll
   static void makeCertificates() throws Exception {
-    for (String ca : List.of("ca", "other-ca")) {
-      openssl(
-          "req",
-          "-x509",
-          "-newkey",
-          "rsa:2048",
-          "-nodes",
-          "-keyout",
-          ca + ".key",
-          "-out",
-          ca + ".pem",
-          "-days",
-          "2",
-          "-subj",
-          "/CN=idem test " + ca);
-    }
-    Files.writeString(certs.resolve("san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
-    for (String who : List.of("node", "client")) {
-      openssl(
-          "req",
-          "-newkey",
-          "rsa:2048",
-          "-nodes",
-          "-keyout",
-          who + ".key",
-          "-out",
-          who + ".csr",
-          "-subj",
-          "/CN=" + who);
-      openssl(
-          "x509",
-          "-req",
-          "-in",
-          who + ".csr",
-          "-CA",
-          "ca.pem",
-          "-CAkey",
-          "ca.key",
-          "-CAcreateserial",
-          "-out",
-          who + ".pem",
-          "-days",
-          "2",
-          "-extfile",
-          "san.ext");
-    }
-    // A client certificate from a CA the nodes do not trust.
-    openssl(
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "stranger.key",
-        "-out",
-        "stranger.csr",
-        "-subj",
-        "/CN=stranger");
-    openssl(
-        "x509",
-        "-req",
-        "-in",
-        "stranger.csr",
-        "-CA",
-        "other-ca.pem",
-        "-CAkey",
-        "other-ca.key",
-        "-CAcreateserial",
-        "-out",
-        "stranger.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "san.ext");
-  }
-
-  private static void openssl(String... args) throws Exception {
-    List<String> command = new ArrayList<>(List.of("openssl"));
-    command.addAll(List.of(args));
-    Process p =
-        new ProcessBuilder(command)
-            .directory(certs.toFile())
-            .redirectErrorStream(true)
-            .redirectOutput(certs.resolve("openssl.log").toFile())
-            .start();
-    try {
-      assertThat(p.waitFor(60, TimeUnit.SECONDS)).as("openssl finished").isTrue();
-      assertThat(p.exitValue()).as("openssl " + String.join(" ", args)).isZero();
-    } finally {
-      p.destroyForcibly();
-    }
+    TestCertificates.create(certs);
   }
 
   /** Runs openssl {@code args} with no input; its output. */
@@ -216,6 +134,67 @@ class TlsTest {
               .tls(new ClientTls(ca, certs.resolve("stranger.pem"), certs.resolve("stranger.key")))
               .build()) {
         assertThatThrownBy(() -> stranger.increment("n", 1)).isInstanceOf(NotSentException.class);
+      }
+    }
+  }
+
+  @Test
+  void aSessionBelongsToTheCertificateThatOpenedIt() {
+    try (LocalCluster cluster = LocalCluster.start(1, dir, b -> b.tls(nodeTls(true)))) {
+      cluster.waitForLeader(Duration.ofSeconds(60));
+      String address = cluster.clientAddresses().get(0);
+      Path ca = certs.resolve("ca.pem");
+      try (RawSession owner =
+              new RawSession(
+                  address, ca, certs.resolve("client.pem"), certs.resolve("client.key"));
+          RawSession other =
+              new RawSession(
+                  address, ca, certs.resolve("tenant-b.pem"), certs.resolve("tenant-b.key"))) {
+        RegisterReply grant =
+            owner.register(
+                RegisterRequest.newBuilder()
+                    .setName("orders")
+                    .setTtlMs(60_000)
+                    .setNonce(1)
+                    .build());
+        assertThat(grant.getCode()).isEqualTo(Code.OK);
+        owner.open(grant);
+        owner.send(1, 1, Operation.newBuilder().setPut(Put.newBuilder().setKey("k")).build());
+        assertThat(owner.answerTo(1).getResult().getCode()).isEqualTo(Code.OK);
+
+        // Another tenant that learnt the secret can neither resume (and so fence) the session...
+        RegisterReply stolen =
+            other.register(
+                RegisterRequest.newBuilder()
+                    .setName("orders")
+                    .setTtlMs(60_000)
+                    .setNonce(2)
+                    .setResume(true)
+                    .setSecretHi(grant.getSecretHi())
+                    .setSecretLo(grant.getSecretLo())
+                    .build());
+        assertThat(stolen.getCode()).isEqualTo(Code.UNAUTHENTICATED);
+        assertThat(stolen.getMessage()).contains("another client certificate");
+        // ... nor open a stream of it.
+        other.open(grant);
+        ServerFrame refused = other.next();
+        assertThat(refused.getResult().getCode()).isEqualTo(Code.UNAUTHENTICATED);
+        assertThat(refused.getResult().getMessage()).contains("another client certificate");
+
+        // The owner's certificate resumes it (a new epoch), with its saved answers.
+        RegisterReply resumed =
+            owner.register(
+                RegisterRequest.newBuilder()
+                    .setName("orders")
+                    .setTtlMs(60_000)
+                    .setNonce(3)
+                    .setResume(true)
+                    .setSecretHi(grant.getSecretHi())
+                    .setSecretLo(grant.getSecretLo())
+                    .build());
+        assertThat(resumed.getCode()).isEqualTo(Code.OK);
+        assertThat(resumed.getClientId()).isEqualTo(grant.getClientId());
+        assertThat(resumed.getEpoch()).isEqualTo(1);
       }
     }
   }

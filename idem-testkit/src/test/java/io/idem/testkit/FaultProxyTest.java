@@ -196,4 +196,72 @@ class FaultProxyTest {
         .isInstanceOf(IOException.class)
         .isNotInstanceOf(SocketTimeoutException.class);
   }
+
+  private static void assertReset(Socket at) throws IOException {
+    at.setSoTimeout(5_000);
+    assertThatThrownBy(
+            () -> {
+              // A reset shows as an exception, or as the end of the stream on some platforms.
+              if (at.getInputStream().read() < 0) {
+                throw new IOException("end of stream");
+              }
+            })
+        .isInstanceOf(IOException.class)
+        .isNotInstanceOf(SocketTimeoutException.class);
+  }
+
+  @Test
+  void partitionDropsOpenAndNewConnectionsUntilHealedThenResetsTheDamagedOnes() throws IOException {
+    Pair old = connect();
+    assertBothWaysWork(old);
+
+    proxy.partition();
+    assertThat(proxy.partitioned()).isTrue();
+    send(old.client(), "abc");
+    awaitSilenced(3);
+    assertOpenAndSilent(old.node());
+    Pair during = connect(); // accepted (the proxy is local), then silent
+    send(during.node(), "de");
+    awaitSilenced(5);
+    assertOpenAndSilent(during.client());
+    Pair untouched = connect(); // opened during the partition, sent nothing
+
+    assertThat(proxy.heal()).as("connections that lost bytes, reset").isEqualTo(2);
+    assertThat(proxy.partitioned()).isFalse();
+    assertReset(old.client());
+    assertReset(during.node());
+    assertBothWaysWork(untouched);
+    assertBothWaysWork(connect());
+  }
+
+  @Test
+  void oneWayPartitionDropsRequestsWhileResponsesFlow() throws IOException {
+    Pair p = connect();
+    proxy.partitionRequests();
+    send(p.client(), "abc");
+    awaitSilenced(3);
+    assertOpenAndSilent(p.node());
+    send(p.node(), "pong");
+    assertThat(receive(p.client(), 4)).isEqualTo("pong");
+    Pair fresh = connect();
+    send(fresh.node(), "pong");
+    assertThat(receive(fresh.client(), 4)).isEqualTo("pong");
+    proxy.heal();
+    assertReset(p.client());
+    assertBothWaysWork(fresh); // it lost nothing
+  }
+
+  @Test
+  void oneWayPartitionDropsResponsesWhileRequestsFlow() throws IOException {
+    Pair p = connect();
+    proxy.partitionResponses();
+    send(p.node(), "abc");
+    awaitSilenced(3);
+    assertOpenAndSilent(p.client());
+    send(p.client(), "ping");
+    assertThat(receive(p.node(), 4)).isEqualTo("ping");
+    proxy.heal();
+    assertReset(p.node());
+    assertBothWaysWork(connect());
+  }
 }

@@ -8,13 +8,14 @@ import java.util.Random;
  * A store the keys campaign runs on: how to start its servers and what faults they suffer (the
  * campaign side), and how a worker reaches it ({@link PaymentBackend}, the client side). One class
  * per store: {@link IdemPayments} ({@code idem}), {@link RedisPayments} ({@code redis}), {@link
- * Seed001Payments} ({@code seed001}, the negative control). Another store plugs in with one class
- * implementing this interface and one line in {@link #named}.
+ * PostgresPayments} ({@code postgres}), {@link Seed001Payments} ({@code seed001}, the negative
+ * control). Another store plugs in with one class implementing this interface and one line in
+ * {@link #named}.
  */
 interface PaymentStore {
 
   /** The stores {@link #named} knows, in the order the command line lists them. */
-  List<String> NAMES = List.of("idem", "redis", "seed001");
+  List<String> NAMES = List.of("idem", "redis", "postgres", "seed001");
 
   /**
    * The store called {@code name}.
@@ -25,6 +26,7 @@ interface PaymentStore {
     return switch (name) {
       case "idem" -> new IdemPayments();
       case "redis" -> new RedisPayments();
+      case "postgres" -> new PostgresPayments();
       case "seed001" -> new Seed001Payments();
       default ->
           throw new IllegalArgumentException("no store named " + name + "; stores: " + NAMES);

@@ -28,8 +28,11 @@ import java.util.stream.Stream;
  * servers run from this JVM's class path. Clients reach each node through a {@link FaultProxy} (the
  * peer list advertises the proxy, the node binds its own port with {@code --client-listen}), so
  * that responses can be lost, connections reset and traffic delayed between clients and nodes.
- * Nodes snapshot every {@value #SNAPSHOT_EVERY} entries in small log segments, so that their logs
- * are purged and a wiped node comes back through snapshot install.
+ * Nodes reach each other's Raft ports through a {@link PeerNetwork} (a proxy per ordered pair of
+ * nodes, each node's peer list naming its own links), so that the peers can be partitioned; a
+ * member added at runtime goes through them only after {@link #relink}. Nodes snapshot every
+ * {@value #SNAPSHOT_EVERY} entries in small log segments, so that their logs are purged and a wiped
+ * node comes back through snapshot install.
  */
 public final class ProcessCluster implements AutoCloseable {
   static final int SNAPSHOT_EVERY = 2_000;
@@ -45,10 +48,13 @@ public final class ProcessCluster implements AutoCloseable {
   private final List<String> raftAddresses = new ArrayList<>();
   private final List<FaultProxy> proxies = new ArrayList<>();
   private final List<Boolean> joiners = new ArrayList<>();
+  private final List<Boolean> members = new ArrayList<>();
   private final List<Boolean> removed = new ArrayList<>();
   private final List<Process> processes = new ArrayList<>();
   private final List<Boolean> paused = new ArrayList<>();
-  private final String peers;
+  private final List<ManagedChannel> statusChannels = new ArrayList<>();
+  private final List<List<String>> extraArgs = new ArrayList<>();
+  private final PeerNetwork network = new PeerNetwork(List.of());
   private final int snapshotEvery;
   private int lastId;
 
@@ -66,32 +72,61 @@ public final class ProcessCluster implements AutoCloseable {
     } catch (IOException e) {
       throw new UncheckedIOException("cannot create " + dir, e);
     }
-    List<String> specs = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       newSlot(false);
-      String advertised = proxies.get(i).address();
-      specs.add(
-          ids.get(i)
-              + "="
-              + raftAddresses.get(i)
-              + ":"
-              + advertised.substring(advertised.lastIndexOf(':') + 1));
     }
-    this.peers = String.join(",", specs);
   }
 
-  /** A slot for a node with a new id and new ports; returns its index. */
+  /** A slot for a node with a new id and new ports and links; returns its index. */
   private int newSlot(boolean joiner) {
     String listen = "127.0.0.1:" + freePort();
+    String raft = "127.0.0.1:" + freePort();
     ids.add("n" + ++lastId);
     listenAddresses.add(listen);
-    raftAddresses.add("127.0.0.1:" + freePort());
+    raftAddresses.add(raft);
     proxies.add(FaultProxy.start(listen));
+    network.add(raft);
     joiners.add(joiner);
+    members.add(!joiner);
     removed.add(false);
     processes.add(null);
     paused.add(false);
+    statusChannels.add(null);
+    extraArgs.add(List.of());
     return ids.size() - 1;
+  }
+
+  /**
+   * Node {@code i}'s peer list: every member (and itself), each as the node binds its own Raft port
+   * and reaches node j through the link i -> j; every node names the same client address (the
+   * client proxy) for a node.
+   */
+  private String peers(int i) {
+    List<String> specs = new ArrayList<>();
+    for (int j = 0; j < ids.size(); j++) {
+      if (j == i || members.get(j)) {
+        String r = i == j ? raftAddresses.get(j) : network.raftAddressSeenBy(i, j);
+        specs.add(ids.get(j) + "=" + r + ":" + port(proxies.get(j).address()));
+      }
+    }
+    return String.join(",", specs);
+  }
+
+  private static String port(String address) {
+    return address.substring(address.lastIndexOf(':') + 1);
+  }
+
+  /**
+   * Flags added to node {@code i}'s command line from its next start on (for tests that run a node
+   * with other settings).
+   */
+  public synchronized void setExtraArgs(int i, List<String> args) {
+    extraArgs.set(i, List.copyOf(args));
+  }
+
+  /** The links between the nodes' Raft ports. */
+  public PeerNetwork network() {
+    return network;
   }
 
   /**
@@ -135,10 +170,17 @@ public final class ProcessCluster implements AutoCloseable {
           "membership change (add " + add + ", remove " + remove + ") failed: " + c.message());
     }
     synchronized (this) {
+      for (ClusterStatus.Member m : add) {
+        int i = ids.indexOf(m.id());
+        if (i >= 0) {
+          members.set(i, true);
+        }
+      }
       for (String id : remove) {
         int i = ids.indexOf(id);
         if (i >= 0) {
           removed.set(i, true);
+          members.set(i, false);
         }
       }
     }
@@ -164,18 +206,62 @@ public final class ProcessCluster implements AutoCloseable {
       kill(i);
       deleteTree(dir.resolve(old));
       proxies.get(i).close();
+      dropStatusChannel(i);
       String listen = "127.0.0.1:" + freePort();
+      String raft = "127.0.0.1:" + freePort();
       ids.set(i, "n" + ++lastId);
       listenAddresses.set(i, listen);
-      raftAddresses.set(i, "127.0.0.1:" + freePort());
+      raftAddresses.set(i, raft);
       proxies.set(i, FaultProxy.start(listen));
+      network.retarget(i, raft);
       joiners.set(i, true);
+      members.set(i, false);
       start(i);
     }
     awaitAnswering(i, timeout);
     changeMembers(List.of(member(i)), List.of(), timeout);
     changeMembers(List.of(), List.of(old), timeout);
     return ids.get(i);
+  }
+
+  /**
+   * Restarts every running member, one at a time, so that each reads a peer list that names the
+   * {@link PeerNetwork} links again. A member added at runtime (a joiner, or a replaced node) is
+   * known to the nodes that were running at the change by the address in the configuration entry,
+   * its own Raft port, and the joiner itself knows the others by the leader's addresses: Ratis
+   * keeps one address per peer id, learnt from the configuration, until the node restarts with a
+   * peer list (see {@link PeerNetwork}). Each node is killed, started and awaited until it applied
+   * what the others had committed before it went down, so that a majority stays up throughout.
+   *
+   * @throws IllegalStateException if a node does not catch up within {@code timeout}
+   */
+  public void relink(Duration timeout) {
+    for (int i = 0; i < size(); i++) {
+      synchronized (this) {
+        if (!members.get(i) || !isRunning(i)) {
+          continue;
+        }
+      }
+      long committed = 0;
+      for (int j = 0; j < size(); j++) {
+        if (j != i && isRunning(j)) {
+          committed = Math.max(committed, status(j).map(StatusReply::getAppliedIndex).orElse(0L));
+        }
+      }
+      synchronized (this) {
+        kill(i);
+        start(i);
+      }
+      long target = committed;
+      long deadline = System.nanoTime() + timeout.toNanos();
+      while (status(i).map(StatusReply::getAppliedIndex).orElse(-1L) < target) {
+        if (System.nanoTime() > deadline) {
+          throw new IllegalStateException(
+              id(i) + " did not apply index " + target + " within " + timeout + " after a restart");
+        }
+        sleep(100, id(i));
+      }
+    }
   }
 
   /**
@@ -190,12 +276,16 @@ public final class ProcessCluster implements AutoCloseable {
       if (System.nanoTime() > deadline) {
         throw new IllegalStateException(id(i) + " did not answer within " + timeout);
       }
-      try {
-        Thread.sleep(100);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new IllegalStateException("interrupted waiting for " + id(i), e);
-      }
+      sleep(100, id(i));
+    }
+  }
+
+  private static void sleep(long ms, String waitingFor) {
+    try {
+      Thread.sleep(ms);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted waiting for " + waitingFor, e);
     }
   }
 
@@ -227,7 +317,7 @@ public final class ProcessCluster implements AutoCloseable {
                 Integer.toString(snapshotEvery),
                 "--log-segment-bytes",
                 Integer.toString(LOG_SEGMENT_BYTES)));
-    if (joiners.get(i)) {
+    if (joiners.get(i) && !members.get(i)) {
       args.addAll(
           List.of(
               "--join",
@@ -236,8 +326,9 @@ public final class ProcessCluster implements AutoCloseable {
               "--client-address",
               proxies.get(i).address()));
     } else {
-      args.addAll(List.of("--peers", peers));
+      args.addAll(List.of("--peers", peers(i)));
     }
+    args.addAll(extraArgs.get(i));
     processes.set(
         i,
         launch(
@@ -349,27 +440,50 @@ public final class ProcessCluster implements AutoCloseable {
     return proxies.stream().map(FaultProxy::address).toList();
   }
 
-  /** The status of node {@code i} (asked directly, not through its proxy), if it answers in 1 s. */
+  /**
+   * The status of node {@code i} (asked directly, not through its proxy), if it answers in 1 s. The
+   * channel to each node is kept while it answers and replaced after a failure, so that a poll
+   * costs no connection and HTTP/2 handshake inside its 1 s on a loaded machine.
+   */
   public Optional<StatusReply> status(int i) {
-    String a;
-    synchronized (this) {
-      a = listenAddresses.get(i);
-    }
-    int colon = a.lastIndexOf(':');
-    ManagedChannel ch =
-        NettyChannelBuilder.forAddress(
-                a.substring(0, colon), Integer.parseInt(a.substring(colon + 1)))
-            .usePlaintext()
-            .build();
+    ManagedChannel ch = statusChannel(i);
     try {
       return Optional.of(
           IdemGrpc.newBlockingStub(ch)
               .withDeadlineAfter(1, TimeUnit.SECONDS)
               .status(StatusRequest.getDefaultInstance()));
     } catch (RuntimeException e) {
+      dropStatusChannel(i, ch);
       return Optional.empty();
-    } finally {
-      ch.shutdownNow();
+    }
+  }
+
+  private synchronized ManagedChannel statusChannel(int i) {
+    if (statusChannels.get(i) == null) {
+      String a = listenAddresses.get(i);
+      int colon = a.lastIndexOf(':');
+      statusChannels.set(
+          i,
+          NettyChannelBuilder.forAddress(
+                  a.substring(0, colon), Integer.parseInt(a.substring(colon + 1)))
+              .usePlaintext()
+              .build());
+    }
+    return statusChannels.get(i);
+  }
+
+  private synchronized void dropStatusChannel(int i, ManagedChannel ch) {
+    if (statusChannels.get(i) == ch) {
+      statusChannels.set(i, null);
+    }
+    ch.shutdownNow();
+  }
+
+  /** Closes node {@code i}'s status channel (its address changes). */
+  private synchronized void dropStatusChannel(int i) {
+    ManagedChannel ch = statusChannels.get(i);
+    if (ch != null) {
+      dropStatusChannel(i, ch);
     }
   }
 
@@ -392,6 +506,10 @@ public final class ProcessCluster implements AutoCloseable {
       kill(i);
     }
     proxies.forEach(FaultProxy::close);
+    network.close();
+    for (int i = 0; i < statusChannels.size(); i++) {
+      dropStatusChannel(i);
+    }
   }
 
   /** Sends {@code signal} (STOP, CONT, ...) to {@code p} with kill(1). */

@@ -6,6 +6,7 @@ import io.idem.proto.Hello;
 import io.idem.proto.Operation;
 import io.idem.proto.RegisterRequest;
 import io.idem.proto.ServerFrame;
+import java.util.List;
 import java.util.SortedMap;
 
 /**
@@ -34,6 +35,13 @@ public sealed interface Effect {
    * one.
    */
   record ReplaceConnection(String address) implements Effect {}
+
+  /**
+   * Ask each of {@code addresses} who leads (a Status RPC, with a deadline of the probe interval);
+   * report the answers that came in time together, with {@code round}, to {@link
+   * SessionMachine#probed}.
+   */
+  record Probe(long round, List<String> addresses) implements Effect {}
 
   /** Complete {@code call} with the server's answer. */
   record Complete(SessionMachine.Call call, ServerFrame frame) implements Effect {}

@@ -46,9 +46,21 @@ import java.util.function.LongSupplier;
  *   REGISTERING --refused for now (NOT_LEADER, OVERLOADED, ...), RPC failed--> REGISTER_BACKOFF
  *   REGISTER_BACKOFF --tick after backoff--> REGISTERING (same nonce: a retry, never a second session)
  *   CONNECTED --NOT_LEADER, stream ended, stall--> RECONNECT_BACKOFF --tick--> CONNECTED (resend all)
+ *   CONNECTED/RECONNECT_BACKOFF --probe: another server names a newer leader--> CONNECTED there
  *   REGISTERING/CONNECTED --SESSION_EXPIRED--> IDLE (calls in flight fail; new calls register anew)
  *   any --FENCED, UNAUTHENTICATED, journal failure, close--> CLOSED (terminal)
  * </pre>
+ *
+ * <p>Failover probes (issue 16): while calls wait and nothing has come for {@code probeNanos}
+ * (connected: no frame at all; in reconnect backoff: no answer to a call), the machine asks the
+ * other servers who leads ({@link Effect.Probe}), one round at a time, the next at most every
+ * {@link #PROBE_REPEAT_NANOS} while the silence lasts. The answers come back together ({@link
+ * #probed}); if the one of the highest term, no lower than any term seen before, names a leader
+ * other than the server in use, the stream moves there at once and everything outstanding is resent
+ * with its numbers. A silent server that the others still call leader is kept (busy, or in a GC
+ * pause): the stall timeout stays the last resort. A late answer of the old leader arrives on a
+ * stream that is no longer the open one and is ignored; the new leader answers the resent copy from
+ * its saved responses if the old one committed it.
  *
  * <p>Not thread-safe: the driver serialises events under its lock and runs the effects outside it.
  */
@@ -76,6 +88,13 @@ public final class SessionMachine {
   /** Longest backoff between attempts. */
   public static final long MAX_BACKOFF_NANOS = TimeUnit.SECONDS.toNanos(1);
 
+  /**
+   * Once a probe round found no new leader, the next round goes this soon (the first waits for the
+   * probe interval of silence): an election ends within a few hundred milliseconds, and a round
+   * every probe interval measured 0.4 s steps in the failover time (docs/PERFORMANCE.md).
+   */
+  public static final long PROBE_REPEAT_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
+
   /** The same OUT_OF_ORDER gap is resent at most this often. */
   public static final long RESEND_GAP_NANOS = TimeUnit.SECONDS.toNanos(1);
 
@@ -88,6 +107,8 @@ public final class SessionMachine {
    * @param keepAliveNanos how often to send a keep-alive on an open stream
    * @param stallNanos a stream with requests (or a keep-alive) waiting and nothing received for
    *     this long is replaced
+   * @param probeNanos with calls waiting and nothing received for this long, ask the other servers
+   *     who leads (also the deadline of a round); at or above {@code stallNanos}, never
    * @param name the durable name, or null
    * @param durable whether there is an identity journal
    */
@@ -97,8 +118,15 @@ public final class SessionMachine {
       long sessionTtlMs,
       long keepAliveNanos,
       long stallNanos,
+      long probeNanos,
       String name,
       boolean durable) {}
+
+  /**
+   * One server's answer to a probe: its term and whom it knows as leader (client address, empty if
+   * none).
+   */
+  public record ProbeAnswer(String from, long term, String leader) {}
 
   /** An identity from the journal, to resume. */
   public record Identity(String name, long clientId, long secretHi, long secretLo) {}
@@ -177,6 +205,10 @@ public final class SessionMachine {
   private String leaderHint = "";
   private int stream;
   private long backoff = MIN_BACKOFF_NANOS;
+
+  /** Why the last registration attempt failed, until one is answered; "" if unknown. */
+  private String lastConnectProblem = "";
+
   private long retryAt;
   private long lastFrameAt;
   private long lastKeepAliveAt;
@@ -184,6 +216,15 @@ public final class SessionMachine {
   private boolean keepAliveUnanswered;
   private long lastResendFrom = -1;
   private long lastResendAt;
+
+  // Failover probes: the round in flight (or the last), when it left, the highest term heard of.
+  private long probeRound;
+  private boolean probing;
+  private boolean probedBefore;
+  private long lastProbeAt;
+  private long highestTerm = -1;
+  private long progressAt;
+  private long probeSwitches;
 
   private boolean journalDirty;
   private long retries;
@@ -214,6 +255,7 @@ public final class SessionMachine {
    * before sending more would otherwise wait forever).
    */
   public void start(long now) {
+    progressAt = now;
     if (!outstanding.isEmpty() && state == State.IDLE) {
       startRegistration(now);
     }
@@ -253,6 +295,7 @@ public final class SessionMachine {
     if (state != State.REGISTERING || attempt != nonce) {
       return;
     }
+    lastConnectProblem = "";
     switch (reply.getCode()) {
       case OK -> registered(reply, now);
       case NOT_LEADER, TOO_MANY_SESSIONS, OVERLOADED, NAME_IN_USE ->
@@ -276,7 +319,19 @@ public final class SessionMachine {
 
   /** The Register RPC of attempt {@code attempt} failed (no answer, connection refused, ...). */
   public void registerFailed(long attempt, long now) {
+    registerFailed(attempt, "", now);
+  }
+
+  /**
+   * {@link #registerFailed(long, long)}, with what went wrong ({@code why}, e.g. a refused TLS
+   * handshake): a call that reaches its deadline without a session says it, so that a client that
+   * can never connect learns why rather than only that it could not.
+   */
+  public void registerFailed(long attempt, String why, long now) {
     if (state == State.REGISTERING && attempt == nonce) {
+      if (!why.isEmpty()) {
+        lastConnectProblem = why;
+      }
       retryRegistration("", now);
     }
   }
@@ -345,7 +400,10 @@ public final class SessionMachine {
             c,
             notSent(
                 NotSentException.Reason.DEADLINE,
-                "no session and connection within the call's deadline; not sent",
+                "no session and connection within the call's deadline; not sent"
+                    + (lastConnectProblem.isEmpty()
+                        ? ""
+                        : " (last attempt: " + lastConnectProblem + ")"),
                 null));
       }
     }
@@ -378,6 +436,10 @@ public final class SessionMachine {
       case RECONNECT_BACKOFF -> {
         if (now - retryAt >= 0) {
           openStream(now);
+        } else if (!outstanding.isEmpty() && now - progressAt > settings.probeNanos()) {
+          // Redirects and refusals while calls wait: the backoff grows to a second, while the
+          // servers can say who leads as soon as the election ends.
+          probe(now);
         }
       }
       case CONNECTED -> connectedTick(now);
@@ -404,6 +466,9 @@ public final class SessionMachine {
       reconnect("", now);
       return;
     }
+    if (!outstanding.isEmpty() && now - quietSince > settings.probeNanos()) {
+      probe(now);
+    }
     if (now - lastKeepAliveAt >= settings.keepAliveNanos()) {
       lastKeepAliveAt = now;
       ensureAckDurable();
@@ -418,6 +483,65 @@ public final class SessionMachine {
         keepAliveSentAt = now;
       }
     }
+  }
+
+  /**
+   * The answers to probe round {@code round} (the servers that answered in time; may be empty).
+   * Moves to the leader named at the highest term if it is at least every term heard before and is
+   * not the server in use (or the session waits in reconnect backoff).
+   */
+  public void probed(long round, List<ProbeAnswer> answers, long now) {
+    if (round != probeRound || !probing) {
+      return;
+    }
+    probing = false;
+    ProbeAnswer best = null;
+    for (ProbeAnswer a : answers) {
+      if (best == null
+          || a.term() > best.term()
+          || (a.term() == best.term() && best.leader().isEmpty())) {
+        best = a;
+      }
+    }
+    if (best == null || best.term() < highestTerm) {
+      return; // nobody answered, or only servers behind what was heard before
+    }
+    highestTerm = best.term();
+    boolean waitingHere = state == State.CONNECTED || state == State.RECONNECT_BACKOFF;
+    if (!waitingHere || outstanding.isEmpty() || best.leader().isEmpty()) {
+      return; // answered meanwhile, or an election is on: the next round asks again
+    }
+    if (state == State.CONNECTED) {
+      if (best.leader().equals(currentAddress())) {
+        return; // the others still follow it: a busy leader, not a failed one
+      }
+      effects.add(new Effect.EndStream(stream, true));
+    }
+    leaderHint = best.leader();
+    retries++;
+    probeSwitches++;
+    openStream(now); // resends everything outstanding, with the same numbers
+  }
+
+  private void probe(long now) {
+    // A round is answered within its deadline (the interval); one not answered in twice that is
+    // taken as lost, so that a lost report never stops the probes.
+    boolean inFlight = probing && now - lastProbeAt < 2 * settings.probeNanos();
+    long pace = Math.min(PROBE_REPEAT_NANOS, settings.probeNanos());
+    if (inFlight || (probedBefore && now - lastProbeAt < pace)) {
+      return;
+    }
+    List<String> ask = new ArrayList<>();
+    String here = state == State.CONNECTED ? currentAddress() : "";
+    for (String s : settings.servers()) {
+      if (!s.equals(here)) {
+        ask.add(s);
+      }
+    }
+    probing = true;
+    probedBefore = true;
+    lastProbeAt = now;
+    effects.add(new Effect.Probe(++probeRound, List.copyOf(ask)));
   }
 
   /** A read was redirected: move to {@code hint}, or to the next server if it is empty. */
@@ -571,6 +695,9 @@ public final class SessionMachine {
         continue;
       }
       c.seq = nextSeq++;
+      if (outstanding.isEmpty()) {
+        progressAt = now; // waiting starts now, not at the last answer
+      }
       outstanding.put(c.seq, c);
       if (sending == null) {
         sending = new ArrayList<>();
@@ -635,6 +762,7 @@ public final class SessionMachine {
     if (c == null) {
       return; // a late copy of an answer already taken
     }
+    progressAt = now;
     if (f.getDuplicate()) {
       duplicates++;
     }
@@ -770,6 +898,11 @@ public final class SessionMachine {
   /** Reconnects and registration retries so far. */
   public long retries() {
     return retries;
+  }
+
+  /** Moves to another server because a probe named it leader, so far. */
+  public long probeSwitches() {
+    return probeSwitches;
   }
 
   /** Answers that were saved answers to earlier copies. */

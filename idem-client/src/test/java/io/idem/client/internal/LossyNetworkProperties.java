@@ -66,14 +66,15 @@ class LossyNetworkProperties {
 
   @Example
   void aHeavilyFaultedRunStillEndsWithEveryCallAnswered() {
-    Sim sim = new Sim(2026, 4, 3, 200, 30);
+    Sim sim = new Sim(2029, 4, 3, 200, 30);
     sim.run();
     // The faults really happened, and the client recovered from each kind.
     assertThat(sim.faults)
         .containsKeys("break", "half-open", "not-leader", "lost-register", "expire");
-    assertThat(sim.faults.values()).allMatch(n -> n > 3);
+    assertThat(sim.faults.values()).as("%s", sim.faults).allMatch(n -> n > 3);
     assertThat(sim.machine.retries()).isGreaterThan(10);
     assertThat(sim.duplicatesServed).isPositive();
+    assertThat(sim.probesAnswered).isPositive();
   }
 
   /** One simulated run. */
@@ -103,10 +104,15 @@ class LossyNetworkProperties {
     final Map<Integer, long[]> boundTo = new HashMap<>(); // stream -> {clientId, epoch}
     final Set<Integer> silent = new HashSet<>();
     final ArrayDeque<Effect.Register> registrations = new ArrayDeque<>();
+    final ArrayDeque<Effect.Probe> probes = new ArrayDeque<>();
+    long term = 1;
+    final Random pr; // the probes' answers, apart from r so that they do not shift its faults
+    int probesAnswered;
     int currentStream = -1;
 
     Sim(long seed, int clientWindow, int serverWindow, int calls, int faultPercent) {
       this.r = new Random(seed);
+      this.pr = new Random(~seed);
       this.calls = calls;
       this.faultPercent = faultPercent;
       this.serverWindow = serverWindow;
@@ -119,6 +125,7 @@ class LossyNetworkProperties {
                   60_000,
                   MachineHarness.KEEPALIVE,
                   MachineHarness.STALL,
+                  MachineHarness.PROBE,
                   null,
                   false),
               r::nextLong,
@@ -161,6 +168,7 @@ class LossyNetworkProperties {
       } else {
         now += (1 + r.nextInt(200)) * MS;
         machine.tick(now);
+        answerProbe();
       }
       if (!faulty && made.size() < calls) {
         submit();
@@ -209,12 +217,38 @@ class LossyNetworkProperties {
           if (end.stream() == currentStream) {
             currentStream = -1;
           }
+        } else if (e instanceof Effect.Probe p) {
+          probes.add(p);
         }
         // ReplaceConnection, journal effects and Stop: nothing to model here.
       }
     }
 
     // ---- the server ----
+
+    /**
+     * Answers the oldest probe round: each server asked answers or not, with a term around the
+     * current one (stale servers lag a term) and a leader among the servers, or none (an election).
+     */
+    void answerProbe() {
+      Effect.Probe p = probes.poll();
+      if (p == null) {
+        return;
+      }
+      if (pr.nextInt(10) == 0) {
+        term++;
+      }
+      List<SessionMachine.ProbeAnswer> answers = new ArrayList<>();
+      for (String a : p.addresses()) {
+        if (pr.nextInt(4) > 0) {
+          int pick = pr.nextInt(MachineHarness.SERVERS.size() + 1);
+          String leader = pick == 0 ? "" : MachineHarness.SERVERS.get(pick - 1);
+          answers.add(new SessionMachine.ProbeAnswer(a, term - pr.nextInt(2), leader));
+        }
+      }
+      probesAnswered++;
+      machine.probed(p.round(), answers, now);
+    }
 
     void deliverRegistration(boolean faulty) {
       Effect.Register reg = registrations.poll();

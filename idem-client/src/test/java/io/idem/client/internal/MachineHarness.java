@@ -24,6 +24,7 @@ final class MachineHarness {
   static final List<String> SERVERS = List.of("a:1", "b:2", "c:3");
   static final long STALL = 1_000 * MS;
   static final long KEEPALIVE = 20_000 * MS;
+  static final long PROBE = 300 * MS;
 
   long now = 5_000_000 * MS;
   long nextNonce = 100;
@@ -33,7 +34,8 @@ final class MachineHarness {
   MachineHarness(int window, String name, boolean durable, SessionMachine.Recovery recovery) {
     m =
         new SessionMachine(
-            new SessionMachine.Settings(SERVERS, window, 60_000, KEEPALIVE, STALL, name, durable),
+            new SessionMachine.Settings(
+                SERVERS, window, 60_000, KEEPALIVE, STALL, PROBE, name, durable),
             () -> nextNonce++,
             recovery);
   }

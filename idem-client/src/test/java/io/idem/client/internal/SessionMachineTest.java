@@ -1,6 +1,7 @@
 package io.idem.client.internal;
 
 import static io.idem.client.internal.MachineHarness.MS;
+import static io.idem.client.internal.MachineHarness.PROBE;
 import static io.idem.client.internal.MachineHarness.STALL;
 import static io.idem.client.internal.MachineHarness.all;
 import static io.idem.client.internal.MachineHarness.answer;
@@ -229,6 +230,21 @@ class SessionMachineTest {
     }
 
     @Test
+    void aCallThatNeverGotASessionSaysWhyTheLastAttemptFailed() {
+      SessionMachine.Call c = h.submit(append("v1"), 100 * MS);
+      long n = h.registerNonce(h.effects());
+      h.m.registerFailed(
+          n, "a:1: UNAVAILABLE: io exception (Received fatal alert: certificate_required)", h.now);
+      h.advance(101 * MS);
+      h.effects();
+      NotSentException e = failure(c, NotSentException.class);
+      assertThat(e.reason()).isEqualTo(NotSentException.Reason.DEADLINE);
+      assertThat(e)
+          .hasMessageContaining(
+              "(last attempt: a:1: UNAVAILABLE: io exception (Received fatal alert: certificate_required))");
+    }
+
+    @Test
     void closeFailsWaitingCallsAsNotSent() {
       SessionMachine.Call c = h.submit("v1");
       h.effects();
@@ -413,7 +429,8 @@ class SessionMachineTest {
       connect();
       int old = h.stream();
       h.advance(STALL);
-      assertThat(h.effects()).isEmpty();
+      // The other servers were asked who leads; they did not answer.
+      assertThat(h.effects()).containsExactly(new Effect.Probe(1, List.of("b:2", "c:3")));
       h.advance(1);
       List<Effect> e = h.effects();
       assertThat(e)
@@ -732,6 +749,163 @@ class SessionMachineTest {
       assertThat(x).hasMessageContaining("disk full");
       assertThat(x.isFatal()).isTrue();
       assertThat(h.m.state()).isEqualTo(State.CLOSED);
+    }
+  }
+
+  /** Failover probes (issue 16): asking the other servers who leads while the server is silent. */
+  @Nested
+  class Probes {
+    final MachineHarness h = MachineHarness.anonymous(3);
+    SessionMachine.Call c1;
+    SessionMachine.Call c2;
+
+    void connectAndGoSilent() {
+      c1 = h.submit("v1");
+      c2 = h.submit("v2");
+      h.register(42);
+      h.advance(PROBE + 1);
+    }
+
+    static SessionMachine.ProbeAnswer says(String from, long term, String leader) {
+      return new SessionMachine.ProbeAnswer(from, term, leader);
+    }
+
+    @Test
+    void aSilentServerWithCallsWaitingIsProbedAfterTheIntervalOneRoundAtATime() {
+      c1 = h.submit("v1");
+      h.register(42);
+      h.advance(PROBE);
+      assertThat(all(h.effects(), Effect.Probe.class)).isEmpty();
+      h.advance(1);
+      assertThat(h.effects()).containsExactly(new Effect.Probe(1, List.of("b:2", "c:3")));
+      h.advance(PROBE);
+      assertThat(h.effects()).isEmpty(); // the round is still out
+      h.m.probed(1, List.of(), h.now);
+      h.advance(1);
+      assertThat(only(h.effects(), Effect.Probe.class).round()).isEqualTo(2);
+    }
+
+    @Test
+    void whileTheSilenceLastsTheNextRoundGoesAfterTheShortRepeatInterval() {
+      connectAndGoSilent();
+      assertThat(only(h.effects(), Effect.Probe.class).round()).isEqualTo(1);
+      h.m.probed(1, List.of(says("b:2", 8, "a:1")), h.now);
+      h.advance(SessionMachine.PROBE_REPEAT_NANOS - 1);
+      assertThat(h.effects()).isEmpty();
+      h.advance(1);
+      assertThat(only(h.effects(), Effect.Probe.class).round()).isEqualTo(2);
+    }
+
+    @Test
+    void anIdleSessionAndAnsweredCallsAreNeverProbed() {
+      c1 = h.submit("v1");
+      h.register(42);
+      h.m.frame(h.stream(), answer(1, Code.OK, 1, false), h.now);
+      h.effects();
+      h.advance(STALL - MS);
+      assertThat(all(h.effects(), Effect.Probe.class)).isEmpty();
+    }
+
+    @Test
+    void aNewerLeaderNamedByTheProbeTakesEverythingOutstandingWithTheSameNumbers() {
+      connectAndGoSilent();
+      int old = h.stream();
+      h.effects();
+      h.m.probed(1, List.of(says("b:2", 8, "c:3"), says("c:3", 8, "c:3")), h.now);
+      List<Effect> e = h.effects();
+      assertThat(e.get(0)).isEqualTo(new Effect.EndStream(old, true));
+      assertThat(only(e, Effect.OpenStream.class).address()).isEqualTo("c:3");
+      assertThat(sentSeqs(e)).containsExactly(1L, 2L);
+      assertThat(h.m.state()).isEqualTo(State.CONNECTED);
+      assertThat(h.m.leaderHint()).isEqualTo("c:3");
+      assertThat(h.m.probeSwitches()).isEqualTo(1);
+      // The old leader, resumed, answers late on its stream: ignored; the new one's answer counts.
+      h.m.frame(old, answer(1, Code.OK, 1, false), h.now);
+      h.effects();
+      assertThat(c1.future()).isNotDone();
+      h.m.frame(h.stream(), answer(1, Code.OK, 1, true), h.now);
+      h.effects();
+      assertThat(c1.future()).isCompleted();
+      assertThat(h.m.duplicates()).isEqualTo(1);
+    }
+
+    @Test
+    void theAnswerOfTheHighestTermDecides() {
+      connectAndGoSilent();
+      h.effects();
+      h.m.probed(1, List.of(says("b:2", 9, "b:2"), says("c:3", 8, "a:1")), h.now);
+      assertThat(only(h.effects(), Effect.OpenStream.class).address()).isEqualTo("b:2");
+    }
+
+    @Test
+    void aSilentServerTheOthersStillFollowIsKept() {
+      connectAndGoSilent();
+      h.effects();
+      h.m.probed(1, List.of(says("b:2", 8, "a:1"), says("c:3", 8, "a:1")), h.now);
+      assertThat(h.effects()).isEmpty();
+      assertThat(h.m.state()).isEqualTo(State.CONNECTED);
+      assertThat(h.m.probeSwitches()).isZero();
+    }
+
+    @Test
+    void anElectionWithNoLeaderYetChangesNothingAndTheNextRoundMoves() {
+      connectAndGoSilent();
+      h.effects();
+      h.m.probed(1, List.of(says("b:2", 9, ""), says("c:3", 9, "")), h.now);
+      assertThat(h.effects()).isEmpty();
+      h.advance(PROBE);
+      assertThat(only(h.effects(), Effect.Probe.class).round()).isEqualTo(2);
+      h.m.probed(2, List.of(says("b:2", 9, "b:2")), h.now);
+      assertThat(only(h.effects(), Effect.OpenStream.class).address()).isEqualTo("b:2");
+    }
+
+    @Test
+    void anAnswerBehindATermHeardBeforeIsIgnored() {
+      connectAndGoSilent();
+      h.effects();
+      h.m.probed(1, List.of(says("b:2", 8, "a:1")), h.now);
+      h.advance(PROBE);
+      h.effects();
+      h.m.probed(2, List.of(says("c:3", 7, "c:3")), h.now); // a lagging server's old leader
+      assertThat(h.effects()).isEmpty();
+      assertThat(h.m.state()).isEqualTo(State.CONNECTED);
+    }
+
+    @Test
+    void answersOfAnotherRoundOrAfterTheCallsWereAnsweredChangeNothing() {
+      connectAndGoSilent();
+      h.effects();
+      h.m.probed(7, List.of(says("b:2", 8, "b:2")), h.now);
+      assertThat(h.effects()).isEmpty();
+      h.m.frame(h.stream(), answer(1, Code.OK, 1, false), h.now);
+      h.m.frame(h.stream(), answer(2, Code.OK, 2, false), h.now);
+      h.effects();
+      h.m.probed(1, List.of(says("b:2", 8, "b:2")), h.now);
+      assertThat(all(h.effects(), Effect.OpenStream.class)).isEmpty();
+      assertThat(h.m.leaderHint()).isEmpty();
+    }
+
+    @Test
+    void inReconnectBackoffAProbeAsksEveryServerAndCutsTheBackoffShort() {
+      c1 = h.submit("v1");
+      h.register(42);
+      // Redirected again and again around an election: NOT_LEADER without a hint.
+      for (int i = 0; i < 4; i++) {
+        h.m.frame(h.stream(), sessionFrame(Code.NOT_LEADER, ""), h.now);
+        h.advance(SessionMachine.MAX_BACKOFF_NANOS);
+        h.effects();
+      }
+      h.m.frame(h.stream(), sessionFrame(Code.NOT_LEADER, ""), h.now);
+      h.effects();
+      assertThat(h.m.state()).isEqualTo(State.RECONNECT_BACKOFF);
+      h.advance(MS);
+      Effect.Probe p = only(h.effects(), Effect.Probe.class);
+      assertThat(p.addresses()).containsExactly("a:1", "b:2", "c:3");
+      h.m.probed(p.round(), List.of(says("a:1", 3, "c:3")), h.now);
+      List<Effect> e = h.effects();
+      assertThat(only(e, Effect.OpenStream.class).address()).isEqualTo("c:3");
+      assertThat(sentSeqs(e)).containsExactly(1L);
+      assertThat(h.m.state()).isEqualTo(State.CONNECTED);
     }
   }
 }

@@ -1,12 +1,9 @@
 package io.idem.examples.payments;
 
 import io.idem.client.IdemClient;
-import io.idem.client.KeyValue;
-import io.idem.client.Write;
 import io.idem.http.IdempotencyFilter;
 import io.idem.http.IdempotencyPolicy;
 import io.idem.http.IdempotentRequest;
-import io.idem.keys.idem.IdemKeyStore;
 import io.idem.testkit.LocalCluster;
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.http.HttpServlet;
@@ -87,6 +84,11 @@ public final class PaymentsService implements AutoCloseable {
 
   /** Starts the service on 127.0.0.1, its balances and keys on {@code client}'s cluster. */
   public static PaymentsService start(IdemClient client, Options options) throws Exception {
+    return start(new IdemBalances(client), options);
+  }
+
+  /** Starts the service on 127.0.0.1, its balances and keys on {@code balances}' backend. */
+  static PaymentsService start(Balances balances, Options options) throws Exception {
     QueuedThreadPool threads = new QueuedThreadPool(256, 16);
     threads.setName("payments-http");
     Server server = new Server(threads);
@@ -97,11 +99,12 @@ public final class PaymentsService implements AutoCloseable {
     server.addConnector(connector);
     ServletContextHandler context = new ServletContextHandler();
     context.addServlet(
-        new ServletHolder(new Accounts(client, options.processingDelay())), "/accounts/*");
+        new ServletHolder(new Accounts(balances, options.processingDelay())), "/accounts/*");
     context.addServlet(
-        new ServletHolder(new Accounts(client, options.processingDelay())), "/plain/accounts/*");
+        new ServletHolder(new Accounts(balances, options.processingDelay())), "/plain/accounts/*");
     IdempotencyFilter filter =
-        IdempotencyFilter.builder(IdemKeyStore.over(client))
+        balances
+            .filter()
             // The example's callers are not told apart: one scope for all, unless a caller names
             // itself with X-Client-Id. A service with users scopes keys by principal.
             .scopeHeader("X-Client-Id")
@@ -158,11 +161,11 @@ public final class PaymentsService implements AutoCloseable {
     private static final Pattern ACCOUNT = Pattern.compile("^/([A-Za-z0-9_-]{1,64})$");
     private static final Pattern AMOUNT = Pattern.compile("\"amount\"\\s*:\\s*(\\d{1,12})");
 
-    private final transient IdemClient client;
+    private final transient Balances balances;
     private final Duration processingDelay;
 
-    Accounts(IdemClient client, Duration processingDelay) {
-      this.client = client;
+    Accounts(Balances balances, Duration processingDelay) {
+      this.balances = balances;
       this.processingDelay = processingDelay;
     }
 
@@ -173,15 +176,12 @@ public final class PaymentsService implements AutoCloseable {
         problem(resp, 404, "not-found", "no such resource");
         return;
       }
-      Optional<KeyValue> kv = client.get(balanceKey(m.group(1)));
-      if (kv.isEmpty()) {
+      Optional<Long> balance = balances.balance(Optional.empty(), m.group(1));
+      if (balance.isEmpty()) {
         problem(resp, 404, "no-such-account", "no account " + m.group(1));
         return;
       }
-      json(
-          resp,
-          200,
-          "{\"account\":\"" + m.group(1) + "\",\"balance\":" + kv.get().valueAsString() + "}");
+      json(resp, 200, "{\"account\":\"" + m.group(1) + "\",\"balance\":" + balance.get() + "}");
     }
 
     @Override
@@ -199,7 +199,8 @@ public final class PaymentsService implements AutoCloseable {
         return;
       }
       long amount = Long.parseLong(a.group(1));
-      Optional<Long> balance = balance(client, account);
+      Optional<IdempotentRequest> keyed = IdempotentRequest.of(req);
+      Optional<Long> balance = balances.balance(keyed, account);
       if (balance.isEmpty()) {
         problem(resp, 404, "no-such-account", "no account " + account);
         return;
@@ -209,14 +210,13 @@ public final class PaymentsService implements AutoCloseable {
         return;
       }
       pause();
-      Optional<IdempotentRequest> keyed = IdempotentRequest.of(req);
       String id;
       if (keyed.isPresent()) {
         // The debit lands with the stored response or not at all (seed 001's second defect).
-        keyed.get().completeWith(Write.increment(balanceKey(account), -amount));
+        balances.debit(keyed.get(), account, amount);
         id = keyed.get().key().key();
       } else {
-        client.increment(balanceKey(account), -amount);
+        balances.debit(account, amount);
         id = "none";
       }
       resp.setHeader("Location", "/accounts/" + account + "/withdrawals/" + id);
@@ -270,11 +270,40 @@ public final class PaymentsService implements AutoCloseable {
     }
   }
 
+  /** The key store, and with it where the balances live. */
+  public enum Store {
+    /** The Idem store; balances on the same Idem cluster. */
+    IDEM,
+    /** The Redis store; balances as integers in the same Redis. */
+    REDIS,
+    /** The PostgreSQL store in its transactional mode; balances as rows of the same database. */
+    POSTGRES;
+
+    /**
+     * {@code idem}, {@code redis} or {@code postgres}.
+     *
+     * @throws IllegalArgumentException naming anything else
+     */
+    public static Store named(String name) {
+      return switch (name) {
+        case "idem" -> IDEM;
+        case "redis" -> REDIS;
+        case "postgres" -> POSTGRES;
+        default ->
+            throw new IllegalArgumentException(
+                "--store must be idem, redis or postgres, got " + name);
+      };
+    }
+  }
+
   /**
-   * Runs the service: {@code --port N} (default 8080), {@code --servers host:port,...} (default: an
-   * embedded 3-node cluster in a temporary directory), {@code --no-idempotency}, {@code
-   * --in-progress-timeout 30s}, {@code --wait 0s}, {@code --processing-delay 0s}, {@code --accounts
-   * alice,bob,carol} opened with {@code --balance 1000000}.
+   * Runs the service: {@code --port N} (default 8080), {@code --store idem|redis|postgres} (default
+   * idem), {@code --no-idempotency}, {@code --in-progress-timeout 30s}, {@code --wait 0s}, {@code
+   * --processing-delay 0s}, {@code --accounts alice,bob,carol} opened with {@code --balance
+   * 1000000}. The Idem store: {@code --servers host:port,...} (default: an embedded 3-node cluster
+   * in a temporary directory). Redis: {@code --redis-uri redis://host:port} (required), {@code
+   * --redis-prefix payments}. PostgreSQL: {@code --jdbc-url jdbc:postgresql://host:port/db}
+   * (required), {@code --jdbc-user postgres}, {@code --jdbc-password ""}, {@code --pool 16}.
    */
   public static void main(String[] args) throws Exception {
     int code = serve(args, new CountDownLatch(1));
@@ -283,38 +312,126 @@ public final class PaymentsService implements AutoCloseable {
     }
   }
 
-  /**
-   * {@link #main}'s body (the options as for main): serves until {@code stop} opens (never, from
-   * main); 2 on bad options.
-   */
-  public static int serve(String[] args, CountDownLatch stop) throws Exception {
-    Options o = Options.defaults();
-    int port = 8080;
-    String servers = null;
-    boolean idempotency = true;
-    Duration inProgress = o.inProgressTimeout();
-    Duration wait = o.waitForResult();
-    Duration delay = o.processingDelay();
-    List<String> accounts = List.of("alice", "bob", "carol");
-    long balance = 1_000_000;
-    try {
+  /** What the command line asked for. */
+  private record Command(
+      Options options,
+      Store store,
+      String servers,
+      String redisUri,
+      String redisPrefix,
+      String jdbcUrl,
+      String jdbcUser,
+      String jdbcPassword,
+      int pool,
+      List<String> accounts,
+      long balance) {
+
+    static Command parse(String[] args) {
+      Options o = Options.defaults();
+      int port = 8080;
+      Store store = Store.IDEM;
+      String servers = null;
+      String redisUri = null;
+      String redisPrefix = "payments";
+      String jdbcUrl = null;
+      String jdbcUser = "postgres";
+      String jdbcPassword = "";
+      int pool = PostgresBalances.DEFAULT_POOL;
+      boolean idempotency = true;
+      Duration inProgress = o.inProgressTimeout();
+      Duration wait = o.waitForResult();
+      Duration delay = o.processingDelay();
+      List<String> accounts = List.of("alice", "bob", "carol");
+      long balance = 1_000_000;
       for (int i = 0; i < args.length; i++) {
-        switch (args[i]) {
+        String option = args[i];
+        if (!option.equals("--no-idempotency") && i + 1 >= args.length) {
+          throw new IllegalArgumentException(option + " needs a value");
+        }
+        switch (option) {
           case "--port" -> port = Integer.parseInt(args[++i]);
+          case "--store" -> store = Store.named(args[++i]);
           case "--servers" -> servers = args[++i];
+          case "--redis-uri" -> redisUri = args[++i];
+          case "--redis-prefix" -> redisPrefix = args[++i];
+          case "--jdbc-url" -> jdbcUrl = args[++i];
+          case "--jdbc-user" -> jdbcUser = args[++i];
+          case "--jdbc-password" -> jdbcPassword = args[++i];
+          case "--pool" -> pool = Integer.parseInt(args[++i]);
           case "--no-idempotency" -> idempotency = false;
           case "--in-progress-timeout" -> inProgress = Durations.parse(args[++i]);
           case "--wait" -> wait = Durations.parse(args[++i]);
           case "--processing-delay" -> delay = Durations.parse(args[++i]);
           case "--accounts" -> accounts = List.of(args[++i].split(","));
           case "--balance" -> balance = Long.parseLong(args[++i]);
-          default -> throw new IllegalArgumentException("unknown option " + args[i]);
+          default -> throw new IllegalArgumentException("unknown option " + option);
         }
       }
+      if (store == Store.REDIS && redisUri == null) {
+        throw new IllegalArgumentException("--store redis needs --redis-uri redis://host:port");
+      }
+      if (store == Store.POSTGRES && jdbcUrl == null) {
+        throw new IllegalArgumentException(
+            "--store postgres needs --jdbc-url jdbc:postgresql://host:port/database");
+      }
+      if (store != Store.IDEM && servers != null) {
+        throw new IllegalArgumentException("--servers is for --store idem only");
+      }
+      if (pool < 1) {
+        throw new IllegalArgumentException("--pool must be at least 1, got " + pool);
+      }
+      return new Command(
+          new Options(port, idempotency, inProgress, wait, delay),
+          store,
+          servers,
+          redisUri,
+          redisPrefix,
+          jdbcUrl,
+          jdbcUser,
+          jdbcPassword,
+          pool,
+          accounts,
+          balance);
+    }
+  }
+
+  /**
+   * {@link #main}'s body (the options as for main): serves until {@code stop} opens (never, from
+   * main); 2 on bad options, 1 if the store cannot be reached.
+   */
+  public static int serve(String[] args, CountDownLatch stop) throws Exception {
+    Command cmd;
+    try {
+      cmd = Command.parse(args);
     } catch (RuntimeException e) {
       System.err.println("payments: " + e.getMessage());
       return 2;
     }
+    if (cmd.store() == Store.IDEM) {
+      return serveOnIdem(cmd, stop);
+    }
+    Balances balances;
+    try {
+      balances =
+          cmd.store() == Store.REDIS
+              ? RedisBalances.connect(cmd.redisUri(), cmd.redisPrefix())
+              : PostgresBalances.connect(
+                  cmd.jdbcUrl(), cmd.jdbcUser(), cmd.jdbcPassword(), cmd.pool());
+    } catch (IllegalArgumentException e) {
+      System.err.println("payments: " + e.getMessage());
+      return 2;
+    } catch (RuntimeException e) {
+      System.err.println("payments: cannot reach the " + cmd.store() + " store: " + e.getMessage());
+      return 1;
+    }
+    try (balances) {
+      run(balances, cmd, stop);
+    }
+    return 0;
+  }
+
+  private static int serveOnIdem(Command cmd, CountDownLatch stop) throws Exception {
+    String servers = cmd.servers();
     Path dir = null;
     LocalCluster cluster = null;
     if (servers == null) {
@@ -325,21 +442,7 @@ public final class PaymentsService implements AutoCloseable {
       System.out.println("payments: embedded Idem store, 3 nodes: " + servers);
     }
     try (IdemClient client = IdemClient.builder().servers(servers).build()) {
-      for (String account : accounts) {
-        openAccount(client, account, balance);
-      }
-      try (PaymentsService service =
-          start(client, new Options(port, idempotency, inProgress, wait, delay))) {
-        System.out.println(
-            "payments: listening on http://127.0.0.1:"
-                + service.port()
-                + " (Idempotency-Key filter "
-                + (idempotency ? "on" : "OFF")
-                + "); accounts "
-                + accounts);
-        System.out.flush();
-        stop.await();
-      }
+      run(new IdemBalances(client), cmd, stop);
     } finally {
       if (cluster != null) {
         cluster.close();
@@ -347,5 +450,24 @@ public final class PaymentsService implements AutoCloseable {
       }
     }
     return 0;
+  }
+
+  private static void run(Balances balances, Command cmd, CountDownLatch stop) throws Exception {
+    for (String account : cmd.accounts()) {
+      balances.open(account, cmd.balance());
+    }
+    try (PaymentsService service = start(balances, cmd.options())) {
+      System.out.println(
+          "payments: listening on http://127.0.0.1:"
+              + service.port()
+              + " ("
+              + balances.store().name().toLowerCase(java.util.Locale.ROOT)
+              + " store, Idempotency-Key filter "
+              + (cmd.options().idempotency() ? "on" : "OFF")
+              + "); accounts "
+              + cmd.accounts());
+      System.out.flush();
+      stop.await();
+    }
   }
 }

@@ -12,6 +12,8 @@ import io.idem.keys.KeyStoreContract;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.KeyStore;
 import io.idem.keys.spi.Settlement;
+import io.idem.testkit.LocalCluster;
+import io.idem.testkit.PostgresServer;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -59,7 +61,7 @@ class PostgresKeyStoreTest extends KeyStoreContract {
     store = PostgresKeyStore.builder(pool).purgeEvery(Duration.ZERO).build();
     assertThat(store.migrate()).isZero();
     PGSimpleDataSource nobody = new PGSimpleDataSource();
-    nobody.setUrl("jdbc:postgresql://127.0.0.1:" + PostgresServer.freePort() + "/idem");
+    nobody.setUrl("jdbc:postgresql://127.0.0.1:" + LocalCluster.freePort() + "/idem");
     nobody.setUser(PostgresServer.USER);
     nobody.setConnectTimeout(2);
     unreachable = PostgresKeyStore.builder(nobody).purgeEvery(Duration.ZERO).build();

@@ -11,6 +11,7 @@ import io.idem.keys.KeyStoreException;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.KeyStore;
 import io.idem.keys.spi.Settlement;
+import io.idem.testkit.LocalCluster;
 import io.idem.testkit.RedisServer;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.api.StatefulRedisConnection;
@@ -231,7 +232,7 @@ class RedisKeyStoreTest extends KeyStoreContract {
     assertThatThrownBy(
             () ->
                 RedisKeyStore.builder()
-                    .uri("redis://127.0.0.1:" + RedisServer.freePort())
+                    .uri("redis://127.0.0.1:" + LocalCluster.freePort())
                     .timeout(Duration.ofSeconds(1))
                     .build())
         .isInstanceOf(KeyStoreException.class)

@@ -1,11 +1,9 @@
-package io.idem.keys.postgres;
+package io.idem.testkit;
 
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -43,8 +41,12 @@ import java.util.stream.Stream;
  * /usr/lib/postgresql/<version>/bin} that has {@code initdb} and {@code postgres}.
  */
 public final class PostgresServer implements AutoCloseable {
-  static final String DATABASE = "idem";
-  static final String USER = "postgres";
+  /** The database the server creates, which {@link #jdbcUrl} names. */
+  public static final String DATABASE = "idem";
+
+  /** The superuser, trusted on 127.0.0.1 without a password. */
+  public static final String USER = "postgres";
+
   private static final Duration READY_BOUND = Duration.ofSeconds(60);
   private static final Duration STOP_BOUND = Duration.ofSeconds(10);
 
@@ -97,7 +99,8 @@ public final class PostgresServer implements AutoCloseable {
     } catch (IOException e) {
       throw new UncheckedIOException("cannot make the server's directory", e);
     }
-    PostgresServer server = new PostgresServer(dir, bin, freePort(), durability, settings);
+    PostgresServer server =
+        new PostgresServer(dir, bin, LocalCluster.freePort(), durability, settings);
     try {
       server.initdb();
       server.start();
@@ -435,14 +438,6 @@ public final class PostgresServer implements AutoCloseable {
       Thread.currentThread().interrupt();
     }
     return Optional.empty();
-  }
-
-  static int freePort() {
-    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-      return s.getLocalPort();
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
   }
 
   private static void sleep(long ms) {

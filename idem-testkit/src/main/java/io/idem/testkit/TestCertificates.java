@@ -1,0 +1,129 @@
+package io.idem.testkit;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A throw-away PKI for TLS tests, made with the {@code openssl} command in a directory of the
+ * test's own (nothing is committed). Two CAs ({@code ca}, {@code other-ca}); signed by {@code ca}:
+ * {@code node} (valid for 127.0.0.1 and localhost), {@code client} and {@code tenant-b} (client
+ * certificates with subjects {@code CN=client} and {@code CN=tenant-b}); signed by {@code
+ * other-ca}: {@code stranger}. Each name {@code x} has {@code x.pem} (certificate) and {@code
+ * x.key} (PKCS#8 key).
+ */
+public final class TestCertificates {
+  private final Path dir;
+
+  private TestCertificates(Path dir) {
+    this.dir = dir;
+  }
+
+  /**
+   * Makes every certificate in {@code dir}.
+   *
+   * @throws IOException if openssl is missing or fails (its output is in {@code openssl.log})
+   */
+  public static TestCertificates create(Path dir) throws IOException, InterruptedException {
+    TestCertificates c = new TestCertificates(dir);
+    for (String ca : List.of("ca", "other-ca")) {
+      c.openssl(
+          "req",
+          "-x509",
+          "-newkey",
+          "rsa:2048",
+          "-nodes",
+          "-keyout",
+          ca + ".key",
+          "-out",
+          ca + ".pem",
+          "-days",
+          "2",
+          "-subj",
+          "/CN=idem test " + ca);
+    }
+    Files.writeString(dir.resolve("san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+    for (String who : List.of("node", "client", "tenant-b")) {
+      c.sign(who, "ca");
+    }
+    c.sign("stranger", "other-ca");
+    return c;
+  }
+
+  /** The certificate of {@code name} (PEM). */
+  public Path certificate(String name) {
+    return dir.resolve(name + ".pem");
+  }
+
+  /** The private key of {@code name} (PEM, PKCS#8). */
+  public Path key(String name) {
+    return dir.resolve(name + ".key");
+  }
+
+  /** The directory holding the files. */
+  public Path dir() {
+    return dir;
+  }
+
+  private void sign(String who, String ca) throws IOException, InterruptedException {
+    openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        who + ".key",
+        "-out",
+        who + ".csr",
+        "-subj",
+        "/CN=" + who);
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        who + ".csr",
+        "-CA",
+        ca + ".pem",
+        "-CAkey",
+        ca + ".key",
+        "-CAcreateserial",
+        "-out",
+        who + ".pem",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext");
+  }
+
+  private void openssl(String... args) throws IOException, InterruptedException {
+    List<String> command = new ArrayList<>(List.of("openssl"));
+    command.addAll(List.of(args));
+    File log = dir.resolve("openssl.log").toFile();
+    Process p =
+        new ProcessBuilder(command)
+            .directory(dir.toFile())
+            .redirectErrorStream(true)
+            .redirectOutput(ProcessBuilder.Redirect.appendTo(log))
+            .start();
+    try {
+      if (!p.waitFor(60, TimeUnit.SECONDS)) {
+        throw new IOException("openssl " + String.join(" ", args) + " took over 60 s");
+      }
+      if (p.exitValue() != 0) {
+        throw new IOException(
+            "openssl "
+                + String.join(" ", args)
+                + " failed (exit "
+                + p.exitValue()
+                + "): "
+                + Files.readString(log.toPath()));
+      }
+    } finally {
+      p.destroyForcibly();
+    }
+  }
+}
