@@ -105,10 +105,11 @@ final class VerifyCommand implements Callable<Integer> {
   @Option(
       names = "--failover",
       description =
-          "Measures failover instead of running a campaign: kill (SIGKILL of the leader) or stop"
-              + " (SIGSTOP of the leader for 3 s), under one session pipelining --rate"
+          "Measures failover instead of running a campaign: kill (SIGKILL of the leader), stop"
+              + " (SIGSTOP of the leader for 3 s) or isolate (the leader cut off from its peers for"
+              + " 3 s, clients still reaching it), under one session pipelining --rate"
               + " increments/s, --faults times; prints the longest acknowledgement gap around each"
-              + " fault and their p50/p99/max.")
+              + " fault, when another node led, and their p50/p99/max.")
   String failover;
 
   @Option(
@@ -262,7 +263,9 @@ final class VerifyCommand implements Callable<Integer> {
     try {
       kind = FailoverBench.Kind.valueOf(failover.toUpperCase(java.util.Locale.ROOT));
     } catch (IllegalArgumentException e) {
-      spec.commandLine().getErr().println("idem: --failover must be kill or stop, got " + failover);
+      spec.commandLine()
+          .getErr()
+          .println("idem: --failover must be kill, stop or isolate, got " + failover);
       return 2;
     }
     FailoverBench.Settings s =
@@ -283,6 +286,7 @@ final class VerifyCommand implements Callable<Integer> {
         r.acks(),
         r.failures());
     out.printf("gaps (ms): %s%n", r.gapsMs());
+    out.printf("new leader after (ms, -1: the old one led on): %s%n", r.electedMs());
     return 0;
   }
 

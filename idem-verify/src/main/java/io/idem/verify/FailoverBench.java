@@ -20,9 +20,13 @@ import java.util.concurrent.locks.LockSupport;
  * again for {@link #SETTLED}, and prints p50, p99 and max over the faults.
  *
  * <p>Faults: {@link Kind#KILL} (SIGKILL; the node is restarted once the client moved on, and the
- * next fault waits for it) and {@link Kind#STOP} (SIGSTOP, SIGCONT after {@link Settings#pause()}).
- * Isolating the leader from its peers while clients still reach it needs proxies on the peer links,
- * which {@link ProcessCluster} does not have yet.
+ * next fault waits for it), {@link Kind#STOP} (SIGSTOP, SIGCONT after {@link Settings#pause()}) and
+ * {@link Kind#ISOLATE} (the leader's peer links cut both ways for {@link Settings#pause()}, on the
+ * cluster's {@link PeerNetwork}, while the client still reaches it through its client proxy).
+ *
+ * <p>To tell the servers' share of a gap from the client's, a watcher asks the other nodes' status
+ * every 20 ms from the fault on, and notes when one of them first says it leads in a later term:
+ * the election. The client's share is what follows, until the first acknowledgement.
  *
  * <p>Not a test: a measurement, with its figures in docs/PERFORMANCE.md.
  */
@@ -31,7 +35,8 @@ public final class FailoverBench {
   /** The fault injected on the leader. */
   public enum Kind {
     KILL,
-    STOP
+    STOP,
+    ISOLATE
   }
 
   /** How long the acknowledgements must flow again before a fault counts as recovered. */
@@ -58,7 +63,7 @@ public final class FailoverBench {
    * @param kind the fault
    * @param faults how many
    * @param rate increments per second, paced
-   * @param pause how long a SIGSTOP lasts
+   * @param pause how long a SIGSTOP or an isolation lasts
    */
   public record Settings(Kind kind, int faults, int rate, Duration pause) {
     public Settings {
@@ -73,11 +78,15 @@ public final class FailoverBench {
    * The outcome.
    *
    * @param gapsMs the longest acknowledgement gap around each fault, in fault order
+   * @param electedMs per fault, from the fault until another node said it leads in a later term (-1
+   *     if none did within {@link #RECOVERY_LIMIT}: after a SIGSTOP or an isolation, the old leader
+   *     may lead on)
    * @param acks acknowledgements in the whole run
    * @param failures calls that failed (before the client was closed)
    * @param skipped faults not injected: no stable leader in {@link #LEADER_LIMIT}
    */
-  public record Report(List<Long> gapsMs, long acks, long failures, int skipped) {
+  public record Report(
+      List<Long> gapsMs, List<Long> electedMs, long acks, long failures, int skipped) {
     /** The {@code q} quantile (0..1) of the gaps, nearest rank. */
     public long quantile(double q) {
       List<Long> sorted = gapsMs.stream().sorted().toList();
@@ -110,6 +119,7 @@ public final class FailoverBench {
   private Report measure() throws Exception {
     stableLeader(Duration.ofSeconds(60));
     List<Long> gaps = new ArrayList<>();
+    List<Long> elected = new ArrayList<>();
     long failed;
     try (IdemClient client =
         IdemClient.builder()
@@ -134,14 +144,25 @@ public final class FailoverBench {
             continue;
           }
           skippedInARow = 0;
+          long term = cluster.status(leader).map(StatusReply::getTerm).orElse(-1L);
           long faultAt = System.nanoTime();
+          ElectionWatch watch = new ElectionWatch(leader, term, faultAt);
+          watch.start();
           inject(leader);
           long recovered = awaitFlow(faultAt, RECOVERY_LIMIT);
           long gap = acks.longestGap(faultAt - BEFORE.toNanos(), recovered);
           gaps.add(TimeUnit.NANOSECONDS.toMillis(gap));
+          elected.add(watch.finish());
           out.printf(
-              "fault %d/%d %s of %s: longest gap %d ms%n",
-              k, settings.faults(), settings.kind(), cluster.id(leader), gaps.get(k - 1));
+              "fault %d/%d %s of %s: longest gap %d ms, new leader after %s, first ack after %d"
+                  + " ms%n",
+              k,
+              settings.faults(),
+              settings.kind(),
+              cluster.id(leader),
+              gaps.get(k - 1),
+              elected.get(k - 1) < 0 ? "none" : elected.get(k - 1) + " ms",
+              TimeUnit.NANOSECONDS.toMillis(acks.firstAfter(faultAt) - faultAt));
           out.flush();
           if (!cluster.isRunning(leader)) {
             cluster.start(leader);
@@ -155,7 +176,7 @@ public final class FailoverBench {
         load.join(5_000);
       }
     }
-    return new Report(gaps, acks.count(), failed, skipped);
+    return new Report(gaps, elected, acks.count(), failed, skipped);
   }
 
   private void inject(int leader) throws InterruptedException {
@@ -166,6 +187,70 @@ public final class FailoverBench {
         Thread.sleep(settings.pause().toMillis());
         cluster.resume(leader);
       }
+      case ISOLATE -> {
+        List<Integer> others = new ArrayList<>();
+        for (int i = 0; i < cluster.size(); i++) {
+          if (i != leader) {
+            others.add(i);
+          }
+        }
+        cluster.network().partition(List.of(leader), others);
+        try {
+          Thread.sleep(settings.pause().toMillis());
+        } finally {
+          cluster.network().healAll();
+        }
+      }
+    }
+  }
+
+  /**
+   * Asks the nodes other than the faulted leader for their status every 20 ms, from the fault on,
+   * and notes when one first says it leads in a term after the old leader's.
+   */
+  private final class ElectionWatch extends Thread {
+    private final int oldLeader;
+    private final long oldTerm;
+    private final long faultAt;
+    private volatile long electedAt = -1;
+
+    ElectionWatch(int oldLeader, long oldTerm, long faultAt) {
+      super("failover-election-watch");
+      setDaemon(true);
+      this.oldLeader = oldLeader;
+      this.oldTerm = oldTerm;
+      this.faultAt = faultAt;
+    }
+
+    @Override
+    public void run() {
+      long end = faultAt + RECOVERY_LIMIT.toNanos();
+      while (!isInterrupted() && System.nanoTime() < end) {
+        for (int i = 0; i < cluster.size(); i++) {
+          if (i != oldLeader && cluster.isRunning(i)) {
+            Optional<StatusReply> s = cluster.status(i);
+            if (s.isPresent()
+                && s.get().getRole().equals("LEADER")
+                && s.get().getTerm() > oldTerm) {
+              electedAt = System.nanoTime();
+              return;
+            }
+          }
+        }
+        try {
+          Thread.sleep(20);
+        } catch (InterruptedException e) {
+          return;
+        }
+      }
+    }
+
+    /** Stops watching; returns ms from the fault to the election, or -1 if none was seen. */
+    long finish() throws InterruptedException {
+      interrupt();
+      join(5_000);
+      long at = electedAt;
+      return at < 0 ? -1 : TimeUnit.NANOSECONDS.toMillis(at - faultAt);
     }
   }
 
