@@ -301,6 +301,16 @@ final class VerifyCommand implements Callable<Integer> {
       return 2;
     }
     Map<Violation.Kind, Long> byKind = print(violations, undecided);
+    try {
+      Map<String, Long> faults = Campaign.recordedFaults(check);
+      if (!faults.isEmpty()) {
+        out.printf(
+            "faults                %,d: %s%n",
+            faults.values().stream().mapToLong(Long::longValue).sum(), faults);
+      }
+    } catch (java.io.IOException e) {
+      spec.commandLine().getErr().println("idem: cannot read the faults: " + Errors.oneLine(e));
+    }
     boolean clean = violations.isEmpty() && undecided.isEmpty();
     out.println(clean ? "verdict: PASS: no violations" : "verdict: FAIL: " + byKind);
     return clean ? 0 : 1;

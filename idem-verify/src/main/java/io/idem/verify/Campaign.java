@@ -9,7 +9,9 @@ import io.idem.client.NotSentException;
 import io.idem.client.OutcomeUnknownException;
 import io.idem.proto.StatusReply;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -880,6 +882,44 @@ public final class Campaign {
 
   private void count(String fault) {
     faults.merge(fault, 1L, Long::sum);
+    // Also on disk as it happens (seconds into the run, then the fault), so that the faults of a
+    // run whose judging failed (a long run's checker once ran out of heap) are still known.
+    String line =
+        String.format(java.util.Locale.ROOT, "%.3f\t%s%n", (System.nanoTime() - t0) / 1e9, fault);
+    synchronized (faults) {
+      try {
+        Files.writeString(
+            dir.resolve(FAULTS_FILE),
+            line,
+            StandardCharsets.UTF_8,
+            java.nio.file.StandardOpenOption.CREATE,
+            java.nio.file.StandardOpenOption.APPEND);
+      } catch (IOException e) {
+        throw new UncheckedIOException("cannot record a fault in " + dir.resolve(FAULTS_FILE), e);
+      }
+    }
+  }
+
+  /** The file in a run's directory that lists its faults, one per line, as they were injected. */
+  static final String FAULTS_FILE = "faults.tsv";
+
+  /**
+   * The faults of a recorded run by kind, from its {@value #FAULTS_FILE} (empty if the run has
+   * none: recorded before the file existed).
+   */
+  public static Map<String, Long> recordedFaults(Path dir) throws IOException {
+    Map<String, Long> out = new TreeMap<>();
+    Path file = dir.resolve(FAULTS_FILE);
+    if (!Files.exists(file)) {
+      return out;
+    }
+    for (String line : Files.readAllLines(file, StandardCharsets.UTF_8)) {
+      int tab = line.indexOf('\t');
+      if (tab > 0) {
+        out.merge(line.substring(tab + 1), 1L, Long::sum);
+      }
+    }
+    return out;
   }
 
   /**

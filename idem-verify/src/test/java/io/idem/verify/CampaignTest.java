@@ -58,6 +58,8 @@ class CampaignTest {
         .anyMatch(k -> k.startsWith("partition: bridge"))
         .anyMatch(k -> k.startsWith("one-way partition"))
         .anyMatch(k -> k.startsWith("half-open peer link"));
+    // The faults are on disk too, as they came, for a run whose judging fails.
+    assertThat(Campaign.recordedFaults(run)).isEqualTo(ok.faults());
     List<Op> recorded = History.read(ok.history());
     assertThat(recorded)
         .as("acknowledged appends of the client process")
