@@ -41,6 +41,9 @@ final class Batcher implements AutoCloseable {
   /** A command waiting for its entry. */
   private record Pending(Command command, int size, CompletableFuture<CommandResult> result) {}
 
+  /** The commands of one entry, and the read barriers that wait for it. */
+  private record Batch(List<Pending> commands, List<CompletableFuture<Void>> barriers) {}
+
   /** Thrown into a command's future when the queue is full. */
   static final class OverloadedException extends RuntimeException {
     private static final long serialVersionUID = 1L;
@@ -57,6 +60,7 @@ final class Batcher implements AutoCloseable {
   private final ReentrantLock lock = new ReentrantLock();
   private final Condition changed = lock.newCondition();
   private final ArrayDeque<Pending> queue = new ArrayDeque<>();
+  private List<CompletableFuture<Void>> barriers = new ArrayList<>();
   private final Thread thread;
   private final java.util.concurrent.ExecutorService replies;
   private int inFlight;
@@ -113,9 +117,36 @@ final class Batcher implements AutoCloseable {
     return f;
   }
 
+  /**
+   * A read barrier: completes once an entry that this batcher appended after the call has been
+   * committed and applied on this node (the next entry, with whatever commands it carries, or an
+   * empty one if none come), and fails as that entry does (not the leader any more, for one).
+   *
+   * <p>A linearizable read waits for it before it reads: the entry's commit means that, after the
+   * read arrived, a majority accepted an entry of this leader's term, so no other leader had
+   * committed anything by then, and the state applied here includes every write acknowledged before
+   * the read. Ratis's ReadIndex alone does not ensure this (see docs/VERIFICATION.md, "Reads under
+   * partitions").
+   */
+  CompletableFuture<Void> barrier() {
+    CompletableFuture<Void> f = new CompletableFuture<>();
+    lock.lock();
+    try {
+      if (closed) {
+        f.completeExceptionally(new ReplicatedLog.NotLeaderException(""));
+      } else {
+        barriers.add(f);
+        changed.signal();
+      }
+    } finally {
+      lock.unlock();
+    }
+    return f;
+  }
+
   private void run() {
     while (!closed) {
-      List<Pending> batch;
+      Batch batch;
       lock.lock();
       try {
         if (!awaitWork()) {
@@ -138,7 +169,7 @@ final class Batcher implements AutoCloseable {
     while (!closed) {
       boolean room = inFlight < settings.maxInFlight();
       long idle = System.nanoTime() - lastAppendNanos;
-      if (room && !queue.isEmpty()) {
+      if (room && (!queue.isEmpty() || !barriers.isEmpty())) {
         return true;
       }
       boolean leader = log.isLeader();
@@ -153,7 +184,7 @@ final class Batcher implements AutoCloseable {
     return false;
   }
 
-  private List<Pending> drain() {
+  private Batch drain() {
     List<Pending> batch = new ArrayList<>();
     int bytes = 0;
     Command boot = bootstrap.get();
@@ -170,10 +201,13 @@ final class Batcher implements AutoCloseable {
       batch.add(queue.poll());
       bytes += p.size();
     }
-    return batch;
+    List<CompletableFuture<Void>> waiting = barriers;
+    barriers = new ArrayList<>();
+    return new Batch(batch, waiting);
   }
 
-  private void append(List<Pending> batch) {
+  private void append(Batch next) {
+    List<Pending> batch = next.commands();
     long stamp = Math.max(lastStampMs, wallClock.getAsLong());
     lastStampMs = stamp;
     lastAppendNanos = System.nanoTime();
@@ -192,10 +226,11 @@ final class Batcher implements AutoCloseable {
     } catch (RuntimeException e) {
       appended = CompletableFuture.failedFuture(e);
     }
-    appended.whenCompleteAsync((result, error) -> finish(batch, result, error), this::reply);
+    appended.whenCompleteAsync((result, error) -> finish(next, result, error), this::reply);
   }
 
-  private void finish(List<Pending> batch, EntryResult result, Throwable error) {
+  private void finish(Batch next, EntryResult result, Throwable error) {
+    List<Pending> batch = next.commands();
     lock.lock();
     try {
       inFlight--;
@@ -213,10 +248,16 @@ final class Batcher implements AutoCloseable {
       for (Pending p : batch) {
         p.result().completeExceptionally(error);
       }
+      for (CompletableFuture<Void> b : next.barriers()) {
+        b.completeExceptionally(error);
+      }
       return;
     }
     for (int i = 0; i < batch.size(); i++) {
       batch.get(i).result().complete(result.getResults(i));
+    }
+    for (CompletableFuture<Void> b : next.barriers()) {
+      b.complete(null);
     }
   }
 
@@ -251,17 +292,23 @@ final class Batcher implements AutoCloseable {
   @Override
   public void close() {
     List<Pending> left;
+    List<CompletableFuture<Void>> waiting;
     lock.lock();
     try {
       closed = true;
       left = new ArrayList<>(queue);
       queue.clear();
+      waiting = barriers;
+      barriers = new ArrayList<>();
       changed.signalAll();
     } finally {
       lock.unlock();
     }
     for (Pending p : left) {
       p.result().completeExceptionally(new ReplicatedLog.NotLeaderException(""));
+    }
+    for (CompletableFuture<Void> b : waiting) {
+      b.completeExceptionally(new ReplicatedLog.NotLeaderException(""));
     }
     thread.interrupt();
     replies.shutdown(); // outcomes already handed over still go out

@@ -55,6 +55,7 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
   private final IdemStateMachine stateMachine;
   private final Supplier<StatusReply> status;
   private final Membership membership;
+  private final boolean unsafeLocalReads;
   private final SecureRandom random = new SecureRandom();
 
   FrontDoor(
@@ -62,12 +63,14 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       Batcher batcher,
       IdemStateMachine stateMachine,
       Supplier<StatusReply> status,
-      Membership membership) {
+      Membership membership,
+      boolean unsafeLocalReads) {
     this.log = log;
     this.batcher = batcher;
     this.stateMachine = stateMachine;
     this.status = status;
     this.membership = membership;
+    this.unsafeLocalReads = unsafeLocalReads;
   }
 
   @Override
@@ -130,7 +133,8 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       answer(reply, getFailure(new ReplicatedLog.NotLeaderException(log.leaderClientAddress())));
       return;
     }
-    log.read(req.getKey())
+    barrier()
+        .thenCompose(v -> log.read(req.getKey()))
         .whenComplete((r, error) -> answer(reply, error == null ? r : getFailure(error)));
   }
 
@@ -140,8 +144,18 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       answer(reply, getKeyFailure(new ReplicatedLog.NotLeaderException(log.leaderClientAddress())));
       return;
     }
-    log.readKey(req)
+    barrier()
+        .thenCompose(v -> log.readKey(req))
         .whenComplete((r, error) -> answer(reply, error == null ? r : getKeyFailure(error)));
+  }
+
+  /**
+   * What a read waits for before it asks the log: the batcher's read barrier (an entry appended
+   * after the read arrived, committed), unless the node runs with the test-only local reads, whose
+   * stale answers the verification's negative control needs.
+   */
+  private CompletableFuture<Void> barrier() {
+    return unsafeLocalReads ? CompletableFuture.completedFuture(null) : batcher.barrier();
   }
 
   private GetKeyReply getKeyFailure(Throwable error) {

@@ -70,7 +70,9 @@ public final class IdemServer implements AutoCloseable {
             stateMachine::bootstrapCommand,
             "idem-batcher-" + config.id());
     this.membership = new Membership(raft, a -> probe(a, config.tls()));
-    FrontDoor door = new FrontDoor(raft, batcher, stateMachine, this::status, membership);
+    FrontDoor door =
+        new FrontDoor(
+            raft, batcher, stateMachine, this::status, membership, config.unsafeLocalReads());
     String client = config.clientListenAddress();
     int colon = client.lastIndexOf(':');
     try {

@@ -149,6 +149,37 @@ class BatcherTest {
   }
 
   @Test
+  void aReadBarrierWaitsForAnEntryAppendedAfterIt() throws Exception {
+    Batcher b = batcher(4096, 1 << 20, 1000, 60_000);
+    b.submit(cmd(1));
+    HandLog.Appended e1 = log.next(); // in flight before the barrier: it must not count
+    CompletableFuture<Void> barrier = b.barrier();
+    e1.answer();
+    HandLog.Appended e2 = log.next(); // no command waits: the barrier's own, empty entry
+    assertThat(e2.entry().getCommandsList()).isEmpty();
+    assertThat(barrier).as("open until the entry after it is applied").isNotDone();
+    CompletableFuture<Void> later = b.barrier(); // arrives while e2 is in flight
+    CompletableFuture<CommandResult> rider = b.submit(cmd(3));
+    e2.answer();
+    barrier.get(10, TimeUnit.SECONDS);
+    assertThat(later).as("e2 left before it: it waits for the next entry").isNotDone();
+    HandLog.Appended e3 = log.next();
+    assertThat(ids(e3.entry())).containsExactly(3L); // a barrier rides with the commands
+    e3.answer();
+    later.get(10, TimeUnit.SECONDS);
+    assertThat(rider.get(10, TimeUnit.SECONDS).getFrame().getSeq()).isEqualTo(3);
+
+    CompletableFuture<Void> refused = b.barrier();
+    log.next().result().completeExceptionally(new ReplicatedLog.NotLeaderException("elsewhere"));
+    assertThat(waitFailure(refused)).isInstanceOf(ReplicatedLog.NotLeaderException.class);
+    b.submit(cmd(4));
+    log.next(); // in flight, never answered: the next barrier waits in the batcher
+    CompletableFuture<Void> atClose = b.barrier();
+    b.close();
+    assertThat(waitFailure(atClose)).isInstanceOf(ReplicatedLog.NotLeaderException.class);
+  }
+
+  @Test
   void anEntryHoldsAtMostMaxCommandsAndMaxBytesButAnOversizedCommandStillGoesAlone()
       throws Exception {
     int size = cmd(7).getSerializedSize();
