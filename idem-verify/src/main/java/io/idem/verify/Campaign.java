@@ -195,6 +195,7 @@ public final class Campaign {
   private final long t0 = System.nanoTime();
   private final ExecutorService resender = Executors.newSingleThreadExecutor();
   private ProcessCluster cluster;
+  private ClusterWatch watch;
   private final List<Process> workers = new ArrayList<>();
   private long end;
 
@@ -216,10 +217,11 @@ public final class Campaign {
   private Report run() throws Exception {
     try (ProcessCluster cl = new ProcessCluster(dir, settings.nodes())) {
       this.cluster = cl;
+      this.watch = new ClusterWatch(cl, settings.window());
       cl.startAll();
       // Three JVMs starting at once took 50-55 s to serve on the shared machine at a load average
       // of 25-30 (server logs), past a minute's wait for a leader.
-      awaitLeader(Duration.ofSeconds(180));
+      watch.awaitLeader(Duration.ofSeconds(180));
       end = System.nanoTime() + settings.duration().toNanos();
       List<Thread> threads = new ArrayList<>();
       int c = 0;
@@ -270,10 +272,10 @@ public final class Campaign {
         ops = new ArrayList<>(history);
       }
       ops.addAll(awaitWorkers());
-      awaitLeader(Duration.ofSeconds(60));
+      watch.awaitLeader(Duration.ofSeconds(60));
       Map<String, List<Long>> lists = new HashMap<>();
       Map<String, Long> counters = new HashMap<>();
-      try (IdemClient reader = client(Duration.ofSeconds(60))) {
+      try (IdemClient reader = watch.client(Duration.ofSeconds(60))) {
         for (int k = 0; k < LISTS; k++) {
           String key = "list/" + k;
           List<Long> elements = new ArrayList<>();
@@ -299,7 +301,7 @@ public final class Campaign {
       History.writeFinalState(dir.resolve("final-state.json"), end);
       List<String> undecided = new ArrayList<>();
       List<Violation> violations = judge(ops, end, undecided);
-      long duplicates = convergence(violations);
+      long duplicates = watch.convergence(violations);
       Map<Op.Fn, Long> byKind = new EnumMap<>(Op.Fn.class);
       Map<Op.Outcome, Long> byOutcome = new EnumMap<>(Op.Outcome.class);
       for (Op op : ops) {
@@ -355,17 +357,8 @@ public final class Campaign {
     return t;
   }
 
-  private IdemClient client(Duration timeout) {
-    return IdemClient.builder()
-        .servers(cluster.clientAddresses())
-        .requestTimeout(timeout)
-        .stallTimeout(Duration.ofSeconds(2))
-        .window(Math.max(8, 2 * settings.window()))
-        .build();
-  }
-
   private IdemClient client() {
-    return client(settings.atLeastOnce() ? Duration.ofMillis(300) : Duration.ofSeconds(20));
+    return watch.client(settings.atLeastOnce() ? Duration.ofMillis(300) : Duration.ofSeconds(20));
   }
 
   private void retire(IdemClient c) {
@@ -833,24 +826,16 @@ public final class Campaign {
    * until it caught up, by snapshot install when the leader's log was purged.
    */
   private void wipe(Optional<Integer> known) throws InterruptedException {
-    Optional<Integer> leader = known;
-    long elected = System.nanoTime() + Duration.ofSeconds(10).toNanos();
-    while (leader.isEmpty() && System.nanoTime() < elected) {
-      Thread.sleep(100); // an election is under way (the previous fault hit the leader)
-      leader = cluster.leader();
-    }
+    // No leader known: an election is under way (the previous fault hit the leader).
+    Optional<Integer> leader =
+        known.isPresent() ? known : watch.leaderWithin(Duration.ofSeconds(10));
     if (leader.isEmpty()) {
       count("wipe leader (skipped: no leader for 10 s)");
       return;
     }
     int victim = leader.get();
     cluster.wipe(victim);
-    long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-    Optional<Integer> next = Optional.empty();
-    while (next.isEmpty() && System.nanoTime() < deadline) {
-      Thread.sleep(100);
-      next = cluster.leader();
-    }
+    Optional<Integer> next = watch.leaderWithin(Duration.ofSeconds(60));
     if (next.isEmpty()) {
       // Restarting it empty now could let it vote for a node that lacks committed entries.
       throw new IllegalStateException(
@@ -863,107 +848,19 @@ public final class Campaign {
     // vote twice in one.
     cluster.start(victim);
     long target = cluster.status(next.get()).map(StatusReply::getAppliedIndex).orElse(0L);
-    deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-    while (System.nanoTime() < deadline) {
-      Optional<StatusReply> s = cluster.status(victim);
-      if (s.isPresent() && s.get().getAppliedIndex() >= target) {
-        count(
-            s.get().getLogStartIndex() > 1
-                ? "wipe leader (rejoined by snapshot install)"
-                : "wipe leader (rejoined by log replay)");
-        return;
-      }
-      Thread.sleep(100);
+    Optional<StatusReply> s = watch.appliedWithin(victim, target, Duration.ofSeconds(60));
+    if (s.isEmpty()) {
+      count("wipe leader (not caught up in 60 s)");
+      return;
     }
-    count("wipe leader (not caught up in 60 s)");
+    count(
+        s.get().getLogStartIndex() > 1
+            ? "wipe leader (rejoined by snapshot install)"
+            : "wipe leader (rejoined by log replay)");
   }
 
   private void count(String fault) {
     faults.merge(fault, 1L, Long::sum);
-  }
-
-  /**
-   * Waits until every node reported its state digest at a common snapshot index (the Status reply's
-   * digest_index: replicas snapshot at the same multiples of the snapshot interval), and records a
-   * divergence if the digests there differ; returns the duplicates the leader suppressed.
-   */
-  private long convergence(List<Violation> violations) throws InterruptedException {
-    List<Map<Long, String>> seen = new ArrayList<>();
-    for (int i = 0; i < cluster.size(); i++) {
-      seen.add(new HashMap<>());
-    }
-    long duplicates = 0;
-    long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-    // A node skips a snapshot index while its writer still writes the one before (under load), so
-    // the replicas' last snapshots may sit at different indexes when the run ends, and an idle
-    // log advances by a tick every 500 ms only. One-at-a-time writes here take the log across the
-    // next multiples, where every node, idle now, snapshots.
-    try (IdemClient nudger = client(Duration.ofSeconds(10))) {
-      long nudges = 0;
-      while (System.nanoTime() < deadline) {
-        for (int i = 0; i < cluster.size(); i++) {
-          Optional<StatusReply> s = cluster.status(i);
-          if (s.isPresent()) {
-            // The digest is the state's at the node's last snapshot (digest_index: a multiple of
-            // the snapshot interval, the same indexes on every replica), not at its applied index.
-            if (s.get().getDigestIndex() > 0) {
-              seen.get(i).put(s.get().getDigestIndex(), s.get().getDigest());
-            }
-            if (s.get().getRole().equals("LEADER")) {
-              duplicates = s.get().getDuplicatesSuppressed();
-            }
-          }
-        }
-        for (Map.Entry<Long, String> e : seen.get(0).entrySet()) {
-          boolean everywhere = true;
-          for (int i = 1; i < cluster.size() && everywhere; i++) {
-            everywhere = seen.get(i).containsKey(e.getKey());
-          }
-          if (!everywhere) {
-            continue;
-          }
-          for (int i = 1; i < cluster.size(); i++) {
-            if (!seen.get(i).get(e.getKey()).equals(e.getValue())) {
-              violations.add(
-                  new Violation(
-                      Violation.Kind.DIVERGENCE,
-                      "*",
-                      "at snapshot index "
-                          + e.getKey()
-                          + " "
-                          + cluster.id(i)
-                          + " differs from "
-                          + cluster.id(0)));
-            }
-          }
-          return duplicates;
-        }
-        for (int k = 0; k < 50 && System.nanoTime() < deadline; k++) {
-          try {
-            nudger.put("convergence/nudge", Long.toString(nudges++));
-          } catch (RuntimeException e) {
-            Thread.sleep(50); // a fault's aftermath: ask again
-          }
-        }
-      }
-    }
-    violations.add(
-        new Violation(
-            Violation.Kind.DIVERGENCE,
-            "*",
-            "the replicas reported no digest at a common snapshot index in 60 s"));
-    return duplicates;
-  }
-
-  private void awaitLeader(Duration timeout) throws InterruptedException {
-    long deadline = System.nanoTime() + timeout.toNanos();
-    while (System.nanoTime() < deadline) {
-      if (cluster.leader().isPresent()) {
-        return;
-      }
-      Thread.sleep(100);
-    }
-    throw new IllegalStateException("no leader within " + timeout);
   }
 
   private long now() {
