@@ -300,7 +300,7 @@ public final class Campaign {
       History.FinalState end = new History.FinalState(lists, counters);
       History.writeFinalState(dir.resolve("final-state.json"), end);
       List<String> undecided = new ArrayList<>();
-      List<Violation> violations = judge(ops, end, undecided);
+      List<Violation> violations = Checkers.judge(ops, end, undecided);
       long duplicates = watch.convergence(violations);
       Map<Op.Fn, Long> byKind = new EnumMap<>(Op.Fn.class);
       Map<Op.Outcome, Long> byOutcome = new EnumMap<>(Op.Outcome.class);
@@ -325,26 +325,13 @@ public final class Campaign {
     }
   }
 
-  /** Every checker but the replicas' convergence, on a history and the state read at its end. */
-  static List<Violation> judge(List<Op> ops, History.FinalState end, List<String> undecided) {
-    List<Violation> violations = new ArrayList<>();
-    violations.addAll(ListAppendChecker.check(ops, end.lists()));
-    violations.addAll(CounterChecker.check(ops, end.counters()));
-    violations.addAll(LeaseChecker.check(ops));
-    violations.addAll(RegisterChecker.check(ops, 20_000_000, undecided));
-    return violations;
-  }
-
   /**
    * Judges a recorded run again, offline, from its directory ({@code history.jsonl} and {@code
    * final-state.json}): every checker but the replicas' convergence, which needed the live nodes.
    * Registers the linearizability search gave up on go to {@code undecided}.
    */
   public static List<Violation> check(Path dir, List<String> undecided) throws IOException {
-    return judge(
-        History.read(dir.resolve("history.jsonl")),
-        History.readFinalState(dir.resolve("final-state.json")),
-        undecided);
+    return Checkers.check(dir, undecided);
   }
 
   /** Workload threads that died of an exception: the run cannot be judged. */
