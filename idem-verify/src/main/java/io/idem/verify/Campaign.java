@@ -1,35 +1,19 @@
 package io.idem.verify;
 
-import io.idem.client.DuplicateLeaseException;
-import io.idem.client.IdemClient;
-import io.idem.client.IdemException;
-import io.idem.client.KeyValue;
-import io.idem.client.LeaseNotFoundException;
-import io.idem.client.NotSentException;
-import io.idem.client.OutcomeUnknownException;
 import io.idem.proto.StatusReply;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.EnumMap;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Random;
 import java.util.TreeMap;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * A fault campaign: real server processes behind fault proxies; clients appending unique elements
@@ -180,23 +164,13 @@ public final class Campaign {
     HALF_OPEN_PEER_LINK
   }
 
-  static final int LISTS = 8;
-  private static final int COUNTERS = 2;
-  private static final int REGISTERS = 2;
-  private static final int LEASES = 2;
-  private static final long LEASE_TTL_MS = 1_500;
-
   private final Path dir;
   private final Settings settings;
-  private final List<Op> history = Collections.synchronizedList(new ArrayList<>());
-  private final AtomicLong ids = new AtomicLong();
   private final Map<String, Long> faults = new ConcurrentHashMap<>();
-  private final AtomicLong retries = new AtomicLong();
   private final long t0 = System.nanoTime();
-  private final ExecutorService resender = Executors.newSingleThreadExecutor();
   private ProcessCluster cluster;
   private ClusterWatch watch;
-  private final List<Process> workers = new ArrayList<>();
+  private ClientProcesses processes;
   private long end;
 
   private Campaign(Path dir, Settings settings) {
@@ -206,12 +180,7 @@ public final class Campaign {
 
   /** Runs a campaign in {@code dir} (servers' data and logs, and the history file). */
   public static Report run(Path dir, Settings settings) throws Exception {
-    Campaign c = new Campaign(dir, settings);
-    try {
-      return c.run();
-    } finally {
-      c.resender.shutdownNow();
-    }
+    return new Campaign(dir, settings).run();
   }
 
   private Report run() throws Exception {
@@ -223,104 +192,49 @@ public final class Campaign {
       // of 25-30 (server logs), past a minute's wait for a leader.
       watch.awaitLeader(Duration.ofSeconds(180));
       end = System.nanoTime() + settings.duration().toNanos();
-      List<Thread> threads = new ArrayList<>();
-      int c = 0;
-      for (int i = 0; i < settings.appendClients(); i++, c++) {
-        int id = c;
-        threads.add(thread("append-" + id, () -> pipelined(id, true)));
-      }
-      for (int i = 0; i < settings.counterClients(); i++, c++) {
-        int id = c;
-        threads.add(thread("incr-" + id, () -> pipelined(id, false)));
-      }
-      for (int i = 0; i < settings.registerClients(); i++, c++) {
-        int id = c;
-        threads.add(thread("register-" + id, () -> registers(id)));
-      }
-      for (int i = 0; i < settings.leaseClients(); i++, c++) {
-        int id = c;
-        threads.add(thread("lease-" + id, () -> leases(id)));
-      }
-      for (int w = 0; w < settings.clientProcesses(); w++) {
-        workers.add(startWorker(w));
-      }
-      faults();
-      for (Thread t : threads) {
-        t.join();
-      }
-      if (!crashed.isEmpty()) {
-        Map.Entry<String, Throwable> first = crashed.entrySet().iterator().next();
-        throw new IllegalStateException(
-            crashed.size()
-                + " workload thread(s) died, the run cannot be judged; "
-                + first.getKey()
-                + ": "
-                + first.getValue(),
-            first.getValue());
-      }
-      cl.network().healAll();
-      for (int i = 0; i < cl.size(); i++) {
-        cl.resume(i);
-        cl.proxy(i).passResponses();
-        cl.proxy(i).delay(Duration.ZERO);
-        if (!cl.isRunning(i)) {
-          cl.start(i);
+      processes = new ClientProcesses(dir, settings, cl, t0, end);
+      try (Workloads workloads = new Workloads(settings, watch, t0, end)) {
+        workloads.start();
+        processes.startAll();
+        faults();
+        workloads.join();
+        cl.network().healAll();
+        for (int i = 0; i < cl.size(); i++) {
+          cl.resume(i);
+          cl.proxy(i).passResponses();
+          cl.proxy(i).delay(Duration.ZERO);
+          if (!cl.isRunning(i)) {
+            cl.start(i);
+          }
         }
-      }
-      List<Op> ops;
-      synchronized (history) {
-        ops = new ArrayList<>(history);
-      }
-      ops.addAll(awaitWorkers());
-      watch.awaitLeader(Duration.ofSeconds(60));
-      Map<String, List<Long>> lists = new HashMap<>();
-      Map<String, Long> counters = new HashMap<>();
-      try (IdemClient reader = watch.client(Duration.ofSeconds(60))) {
-        for (int k = 0; k < LISTS; k++) {
-          String key = "list/" + k;
-          List<Long> elements = new ArrayList<>();
-          reader
-              .get(key)
-              .map(KeyValue::elements)
-              .ifPresent(
-                  es ->
-                      es.forEach(
-                          b ->
-                              elements.add(Long.parseLong(new String(b, StandardCharsets.UTF_8)))));
-          lists.put(key, elements);
+        List<Op> ops = workloads.history();
+        ops.addAll(processes.awaitAll(this::count));
+        watch.awaitLeader(Duration.ofSeconds(60));
+        History.FinalState end = workloads.readFinalState();
+        Path file = dir.resolve("history.jsonl");
+        History.write(file, ops);
+        History.writeFinalState(dir.resolve("final-state.json"), end);
+        List<String> undecided = new ArrayList<>();
+        List<Violation> violations = Checkers.judge(ops, end, undecided);
+        long duplicates = watch.convergence(violations);
+        Map<Op.Fn, Long> byKind = new EnumMap<>(Op.Fn.class);
+        Map<Op.Outcome, Long> byOutcome = new EnumMap<>(Op.Outcome.class);
+        for (Op op : ops) {
+          byKind.merge(op.f(), 1L, Long::sum);
+          byOutcome.merge(op.outcome(), 1L, Long::sum);
         }
-        for (int k = 0; k < COUNTERS; k++) {
-          String key = "counter/" + k;
-          counters.put(
-              key, reader.get(key).map(kv -> Long.parseLong(kv.valueAsString())).orElse(0L));
-        }
-      }
-      Path file = dir.resolve("history.jsonl");
-      History.write(file, ops);
-      History.FinalState end = new History.FinalState(lists, counters);
-      History.writeFinalState(dir.resolve("final-state.json"), end);
-      List<String> undecided = new ArrayList<>();
-      List<Violation> violations = Checkers.judge(ops, end, undecided);
-      long duplicates = watch.convergence(violations);
-      Map<Op.Fn, Long> byKind = new EnumMap<>(Op.Fn.class);
-      Map<Op.Outcome, Long> byOutcome = new EnumMap<>(Op.Outcome.class);
-      for (Op op : ops) {
-        byKind.merge(op.f(), 1L, Long::sum);
-        byOutcome.merge(op.outcome(), 1L, Long::sum);
-      }
-      return new Report(
-          settings.seed(),
-          byKind,
-          byOutcome,
-          new TreeMap<>(faults),
-          retries.get(),
-          duplicates,
-          violations,
-          undecided,
-          file);
-    } finally {
-      for (Process w : workers) {
-        w.destroyForcibly();
+        return new Report(
+            settings.seed(),
+            byKind,
+            byOutcome,
+            new TreeMap<>(faults),
+            workloads.retries(),
+            duplicates,
+            violations,
+            undecided,
+            file);
+      } finally {
+        processes.destroyAll();
       }
     }
   }
@@ -334,357 +248,6 @@ public final class Campaign {
     return Checkers.check(dir, undecided);
   }
 
-  /** Workload threads that died of an exception: the run cannot be judged. */
-  private final Map<String, Throwable> crashed = new ConcurrentHashMap<>();
-
-  private Thread thread(String name, Runnable r) {
-    Thread t = new Thread(r, name);
-    t.setUncaughtExceptionHandler((th, e) -> crashed.put(th.getName(), e));
-    t.start();
-    return t;
-  }
-
-  private IdemClient client() {
-    return watch.client(settings.atLeastOnce() ? Duration.ofMillis(300) : Duration.ofSeconds(20));
-  }
-
-  private void retire(IdemClient c) {
-    retries.addAndGet(c.retries());
-    c.close();
-  }
-
-  /**
-   * One workload client's current {@link IdemClient}. When its session is lost (an unknown outcome
-   * that is not a timeout), it is replaced by a new client, a new session under a new process name
-   * ({@code c3}, then {@code c3.2}, ...), as a restarted application would be.
-   */
-  private final class Life implements AutoCloseable {
-    private final int id;
-    private IdemClient client = Campaign.this.client();
-    private int n = 1;
-
-    Life(int id) {
-      this.id = id;
-    }
-
-    IdemClient current() {
-      return client;
-    }
-
-    String process() {
-      return "c" + id + (n == 1 ? "" : "." + n);
-    }
-
-    /** After a failure: a timeout keeps the session, anything else starts a new life. */
-    void after(Throwable failure) {
-      if (!deadlinePassed(failure)) {
-        renew();
-      }
-    }
-
-    void renew() {
-      retire(client);
-      client = Campaign.this.client();
-      n++;
-    }
-
-    @Override
-    public void close() {
-      retire(client);
-    }
-  }
-
-  private static Throwable unwrap(Throwable e) {
-    return e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
-  }
-
-  /**
-   * An appending or incrementing client with {@code window} calls in flight. An unknown outcome
-   * that is not a timeout (the session was lost, or the client fenced or closed) retires the
-   * client: the next calls go to a new client, a new session, under a new process name.
-   */
-  private void pipelined(int id, boolean appender) {
-    Random r = new Random(settings.seed() * 31 + id);
-    Semaphore slots = new Semaphore(settings.window());
-    AtomicBoolean broken = new AtomicBoolean();
-    Life life = new Life(id);
-    long seq = 0;
-    long element = (long) id * 1_000_000_000L;
-    try {
-      while (System.nanoTime() < end) {
-        if (!slots.tryAcquire(100, TimeUnit.MILLISECONDS)) {
-          continue;
-        }
-        if (broken.get()) {
-          slots.release();
-          drain(slots);
-          life.renew();
-          broken.set(false);
-          continue;
-        }
-        String process = life.process();
-        String key = appender ? "list/" + r.nextInt(LISTS) : "counter/" + r.nextInt(COUNTERS);
-        long value = appender ? ++element : 1;
-        long s = ++seq;
-        long start = now();
-        issue(life.current(), appender, key, value)
-            .whenComplete(
-                (result, e) -> {
-                  Throwable cause = e == null ? null : unwrap(e);
-                  Op.Outcome o = cause == null ? Op.Outcome.OK : Op.Outcome.INFO;
-                  if (cause != null && !deadlinePassed(cause)) {
-                    broken.set(true);
-                  }
-                  history.add(
-                      new Op(
-                          ids.incrementAndGet(),
-                          process,
-                          appender ? Op.Fn.APPEND : Op.Fn.INCR,
-                          key,
-                          value,
-                          0,
-                          s,
-                          start,
-                          o == Op.Outcome.INFO ? Long.MAX_VALUE : now(),
-                          o,
-                          appender ? null : result));
-                  slots.release();
-                });
-      }
-      drain(slots);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    } finally {
-      life.close();
-    }
-  }
-
-  private void drain(Semaphore slots) throws InterruptedException {
-    if (slots.tryAcquire(settings.window(), 90, TimeUnit.SECONDS)) {
-      slots.release(settings.window());
-    }
-  }
-
-  /**
-   * One call. In the negative control a timed-out call is sent again as a new call with a new
-   * number, until one is answered or the campaign ends: plain at-least-once retry logic.
-   */
-  private CompletableFuture<Long> issue(
-      IdemClient client, boolean appender, String key, long value) {
-    CompletableFuture<Long> call =
-        appender
-            ? client.appendAsync(key, Long.toString(value).getBytes(StandardCharsets.UTF_8))
-            : client.incrementAsync(key, value);
-    if (!settings.atLeastOnce()) {
-      return call;
-    }
-    return call.handle(
-            (v, e) -> {
-              if (e != null && deadlinePassed(unwrap(e)) && System.nanoTime() < end) {
-                // Off the client's I/O thread: a new call may wait for a window slot.
-                return CompletableFuture.supplyAsync(() -> 0, resender)
-                    .thenCompose(x -> issue(client, appender, key, value));
-              }
-              return e == null
-                  ? CompletableFuture.completedFuture(v)
-                  : CompletableFuture.<Long>failedFuture(unwrap(e));
-            })
-        .thenCompose(f -> f);
-  }
-
-  /**
-   * Whether {@code failure} is a call's deadline passing (sent or not): the session goes on, and a
-   * call that was sent is still resent by it.
-   */
-  static boolean deadlinePassed(Throwable failure) {
-    return failure instanceof OutcomeUnknownException
-        || (failure instanceof NotSentException n
-            && n.reason() == NotSentException.Reason.DEADLINE);
-  }
-
-  /**
-   * A register client's loop: linearizable reads, writes of unique values, and compare-and-sets at
-   * the version its last read saw, on a few keys, one call at a time.
-   */
-  private void registers(int id) {
-    Random r = new Random(settings.seed() * 31 + id);
-    long unique = (long) id * 1_000_000_000L;
-    Map<String, Long> lastVersion = new HashMap<>();
-    try (Life life = new Life(id)) {
-      while (System.nanoTime() < end) {
-        IdemClient client = life.current();
-        String process = life.process();
-        String key = "register/" + r.nextInt(REGISTERS);
-        int kind = r.nextInt(10);
-        long start = now();
-        long v = ++unique;
-        try {
-          if (kind < 4) {
-            Optional<KeyValue> kv = client.get(key);
-            lastVersion.put(key, kv.map(KeyValue::version).orElse(0L));
-            Long value = kv.map(x -> Long.parseLong(x.valueAsString())).orElse(null);
-            record(process, Op.Fn.READ, key, 0, 0, start, Op.Outcome.OK, value);
-          } else if (kind < 7) {
-            client.put(key, Long.toString(v));
-            record(process, Op.Fn.WRITE, key, v, 0, start, Op.Outcome.OK, null);
-          } else {
-            long expected = lastVersion.getOrDefault(key, 0L);
-            boolean done =
-                client
-                    .compareAndSet(key, expected, Long.toString(v).getBytes(StandardCharsets.UTF_8))
-                    .written();
-            record(
-                process,
-                Op.Fn.CAS,
-                key,
-                v,
-                expected,
-                start,
-                done ? Op.Outcome.OK : Op.Outcome.FAIL,
-                null);
-          }
-        } catch (IdemException e) {
-          if (kind >= 4) { // a read that failed tells nothing; a write or cas may have happened
-            record(
-                process,
-                kind < 7 ? Op.Fn.WRITE : Op.Fn.CAS,
-                key,
-                v,
-                lastVersion.getOrDefault(key, 0L),
-                start,
-                Op.Outcome.INFO,
-                null);
-          }
-          life.after(e);
-        }
-      }
-    }
-  }
-
-  /**
-   * A lease client's loop: grant one of two names for 1.5 s; while it holds it, renew it a few
-   * times a third of the TTL apart; then revoke it, or let it go (stop renewing). Names another
-   * client holds are tried again after a moment.
-   */
-  private void leases(int id) {
-    Random r = new Random(settings.seed() * 31 + id);
-    try (Life life = new Life(id)) {
-      while (System.nanoTime() < end) {
-        IdemClient client = life.current();
-        String process = life.process();
-        String name = "lease/" + r.nextInt(LEASES);
-        Op.Fn f = Op.Fn.GRANT;
-        long start = now();
-        try {
-          long expiry = client.grantLease(name, Duration.ofMillis(LEASE_TTL_MS));
-          record(process, f, name, LEASE_TTL_MS, 0, start, Op.Outcome.OK, expiry);
-          boolean held = true;
-          for (int k = r.nextInt(4); k > 0 && held && System.nanoTime() < end; k--) {
-            Thread.sleep(LEASE_TTL_MS / 3);
-            f = Op.Fn.RENEW;
-            start = now();
-            try {
-              long e = client.keepAliveLease(name);
-              record(process, f, name, LEASE_TTL_MS, 0, start, Op.Outcome.OK, e);
-            } catch (LeaseNotFoundException gone) {
-              record(process, f, name, LEASE_TTL_MS, 0, start, Op.Outcome.FAIL, null);
-              held = false;
-            }
-          }
-          if (held && r.nextInt(10) < 7) {
-            f = Op.Fn.REVOKE;
-            start = now();
-            try {
-              long at = client.revokeLease(name);
-              record(process, f, name, 0, 0, start, Op.Outcome.OK, at);
-            } catch (LeaseNotFoundException gone) {
-              record(process, f, name, 0, 0, start, Op.Outcome.FAIL, null);
-            }
-          }
-        } catch (DuplicateLeaseException taken) {
-          record(process, f, name, LEASE_TTL_MS, 0, start, Op.Outcome.FAIL, null);
-          Thread.sleep(20 + r.nextInt(80));
-        } catch (IdemException e) {
-          record(
-              process,
-              f,
-              name,
-              f == Op.Fn.REVOKE ? 0 : LEASE_TTL_MS,
-              0,
-              start,
-              Op.Outcome.INFO,
-              null);
-          life.after(e);
-        }
-      }
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    }
-  }
-
-  private void record(
-      String process,
-      Op.Fn f,
-      String key,
-      long value,
-      long expected,
-      long start,
-      Op.Outcome o,
-      Long result) {
-    history.add(
-        new Op(
-            ids.incrementAndGet(),
-            process,
-            f,
-            key,
-            value,
-            expected,
-            0,
-            start,
-            o == Op.Outcome.INFO ? Long.MAX_VALUE : now(),
-            o,
-            result));
-  }
-
-  // ---- client processes ----
-
-  private static long workerBase(int w) {
-    return (100L + w) * 1_000_000_000L;
-  }
-
-  private Process startWorker(int w) {
-    String label = "w" + w;
-    return ProcessCluster.launch(
-        List.of("-Xmx256m", "-XX:+UseSerialGC"),
-        ClientWorker.class.getName(),
-        List.of(
-            String.join(",", cluster.clientAddresses()),
-            dir.resolve(label + ".id").toString(),
-            dir.resolve(label + ".jsonl").toString(),
-            label,
-            Long.toString(workerBase(w)),
-            Long.toString(t0),
-            Long.toString(end),
-            Integer.toString(settings.window()),
-            Integer.toString(LISTS),
-            Long.toString(settings.seed() * 31 + 1_000 + w)),
-        dir.resolve(label + ".log"));
-  }
-
-  /** Waits for the client processes to finish, and reads their journals. */
-  private List<Op> awaitWorkers() throws InterruptedException, IOException {
-    List<Op> ops = new ArrayList<>();
-    for (int w = 0; w < workers.size(); w++) {
-      Process p = workers.get(w);
-      if (!p.waitFor(120, TimeUnit.SECONDS)) {
-        p.destroyForcibly().waitFor(10, TimeUnit.SECONDS); // what it had in flight stays unknown
-        count("client process still running 120 s after the end (killed)");
-      }
-      ops.addAll(History.readJournal(dir.resolve("w" + w + ".jsonl")));
-    }
-    return ops;
-  }
-
   // ---- faults ----
 
   /** The seeded fault schedule, until the end: rounds of every kind, in a shuffled order. */
@@ -696,7 +259,7 @@ public final class Campaign {
       kinds.addAll(List.of(Fault.KILL_LEADER, Fault.PAUSE_LEADER, Fault.LOSE_RESPONSES));
     } else {
       for (Fault f : Fault.values()) {
-        if (f != Fault.KILL_CLIENT_PROCESS || !workers.isEmpty()) {
+        if (f != Fault.KILL_CLIENT_PROCESS || !processes.isEmpty()) {
           kinds.add(f);
         }
       }
@@ -780,15 +343,15 @@ public final class Campaign {
         cluster.proxy(victim).delay(Duration.ZERO);
       }
       case KILL_CLIENT_PROCESS -> {
-        int w = r.nextInt(workers.size());
-        Process p = workers.get(w);
+        int w = r.nextInt(processes.size());
+        Process p = processes.get(w);
         if (!p.isAlive()) {
           return;
         }
         p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
         count("kill -9 client process");
         Thread.sleep(500 + r.nextInt(1_500));
-        workers.set(w, startWorker(w));
+        processes.restart(w);
       }
       case WIPE_LEADER -> wipe(leader);
       case REPLACE_NODE -> {
@@ -848,9 +411,5 @@ public final class Campaign {
 
   private void count(String fault) {
     faults.merge(fault, 1L, Long::sum);
-  }
-
-  private long now() {
-    return System.nanoTime() - t0;
   }
 }
