@@ -1,19 +1,12 @@
 package io.idem.verify;
 
-import io.idem.proto.StatusReply;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
-import java.util.Random;
-import java.util.TreeMap;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.TimeUnit;
 
 /**
  * A fault campaign: real server processes behind fault proxies; clients appending unique elements
@@ -23,6 +16,11 @@ import java.util.concurrent.TimeUnit;
  * connections, delays traffic, kills client processes, and partitions the servers ({@link
  * PeerFaults}). Then final reads, the checkers, and the replicas' digests. Every operation is
  * recorded in a JSON lines history next to the servers' logs.
+ *
+ * <p>The parts: the clients ({@link Workloads}, and {@link ClientProcesses} for the client
+ * processes), the faults and their schedule ({@link Nemesis}), the waits on the cluster and the
+ * replicas' convergence check ({@link ClusterWatch}), and the checking of the history ({@link
+ * Checkers}).
  */
 public final class Campaign {
 
@@ -140,38 +138,9 @@ public final class Campaign {
       List<String> undecidedRegisters,
       Path history) {}
 
-  /** The kinds of fault the schedule injects. */
-  enum Fault {
-    KILL_LEADER,
-    KILL_FOLLOWER,
-    PAUSE_LEADER,
-    PAUSE_FOLLOWER,
-    LOSE_RESPONSES,
-    RESET_CONNECTIONS,
-    DELAY,
-    KILL_CLIENT_PROCESS,
-    WIPE_LEADER,
-    /**
-     * kill -9 a node, wipe it, add it back under a new id, remove the old id; then restart the
-     * members one by one onto the peer links ({@link ProcessCluster#relink}).
-     */
-    REPLACE_NODE,
-    // Between servers (PeerFaults, on the cluster's PeerNetwork):
-    ISOLATE_LEADER,
-    SPLIT_MAJORITY,
-    BRIDGE,
-    ONE_WAY,
-    HALF_OPEN_PEER_LINK
-  }
-
   private final Path dir;
   private final Settings settings;
-  private final Map<String, Long> faults = new ConcurrentHashMap<>();
   private final long t0 = System.nanoTime();
-  private ProcessCluster cluster;
-  private ClusterWatch watch;
-  private ClientProcesses processes;
-  private long end;
 
   private Campaign(Path dir, Settings settings) {
     this.dir = dir;
@@ -185,37 +154,29 @@ public final class Campaign {
 
   private Report run() throws Exception {
     try (ProcessCluster cl = new ProcessCluster(dir, settings.nodes())) {
-      this.cluster = cl;
-      this.watch = new ClusterWatch(cl, settings.window());
+      ClusterWatch watch = new ClusterWatch(cl, settings.window());
       cl.startAll();
       // Three JVMs starting at once took 50-55 s to serve on the shared machine at a load average
       // of 25-30 (server logs), past a minute's wait for a leader.
       watch.awaitLeader(Duration.ofSeconds(180));
-      end = System.nanoTime() + settings.duration().toNanos();
-      processes = new ClientProcesses(dir, settings, cl, t0, end);
+      long end = System.nanoTime() + settings.duration().toNanos();
+      ClientProcesses processes = new ClientProcesses(dir, settings, cl, t0, end);
+      Nemesis nemesis = new Nemesis(settings, cl, watch, processes, end);
       try (Workloads workloads = new Workloads(settings, watch, t0, end)) {
         workloads.start();
         processes.startAll();
-        faults();
+        nemesis.run();
         workloads.join();
-        cl.network().healAll();
-        for (int i = 0; i < cl.size(); i++) {
-          cl.resume(i);
-          cl.proxy(i).passResponses();
-          cl.proxy(i).delay(Duration.ZERO);
-          if (!cl.isRunning(i)) {
-            cl.start(i);
-          }
-        }
+        nemesis.healAll();
         List<Op> ops = workloads.history();
-        ops.addAll(processes.awaitAll(this::count));
+        ops.addAll(processes.awaitAll(nemesis::count));
         watch.awaitLeader(Duration.ofSeconds(60));
-        History.FinalState end = workloads.readFinalState();
+        History.FinalState state = workloads.readFinalState();
         Path file = dir.resolve("history.jsonl");
         History.write(file, ops);
-        History.writeFinalState(dir.resolve("final-state.json"), end);
+        History.writeFinalState(dir.resolve("final-state.json"), state);
         List<String> undecided = new ArrayList<>();
-        List<Violation> violations = Checkers.judge(ops, end, undecided);
+        List<Violation> violations = Checkers.judge(ops, state, undecided);
         long duplicates = watch.convergence(violations);
         Map<Op.Fn, Long> byKind = new EnumMap<>(Op.Fn.class);
         Map<Op.Outcome, Long> byOutcome = new EnumMap<>(Op.Outcome.class);
@@ -227,7 +188,7 @@ public final class Campaign {
             settings.seed(),
             byKind,
             byOutcome,
-            new TreeMap<>(faults),
+            nemesis.counts(),
             workloads.retries(),
             duplicates,
             violations,
@@ -246,170 +207,5 @@ public final class Campaign {
    */
   public static List<Violation> check(Path dir, List<String> undecided) throws IOException {
     return Checkers.check(dir, undecided);
-  }
-
-  // ---- faults ----
-
-  /** The seeded fault schedule, until the end: rounds of every kind, in a shuffled order. */
-  private void faults() throws InterruptedException {
-    Random r = new Random(settings.seed());
-    List<Fault> kinds = new ArrayList<>();
-    if (settings.atLeastOnce()) {
-      // The negative control hits the leader: that leaves calls applied but unanswered.
-      kinds.addAll(List.of(Fault.KILL_LEADER, Fault.PAUSE_LEADER, Fault.LOSE_RESPONSES));
-    } else {
-      for (Fault f : Fault.values()) {
-        if (f != Fault.KILL_CLIENT_PROCESS || !processes.isEmpty()) {
-          kinds.add(f);
-        }
-      }
-    }
-    List<Fault> round = new ArrayList<>();
-    long every = settings.faultEvery().toMillis();
-    int rounds = 0;
-    long faultMs = 0; // how long the faults injected so far took, and how many
-    int injected = 0;
-    while (System.nanoTime() < end) {
-      long pause = every / 2 + r.nextInt((int) Math.max(1, every));
-      if (rounds == 0 || (rounds == 1 && !round.isEmpty())) {
-        // The first round must finish within the run, also on a loaded machine where faults take
-        // longer: the pauses shrink so that the kinds still due, each taking as long as the faults
-        // so far did on average, fit into the time left.
-        int due = round.isEmpty() ? kinds.size() : round.size();
-        long left = (end - System.nanoTime()) / 1_000_000;
-        long each = injected == 0 ? every : faultMs / injected;
-        pause = Math.max(0, Math.min(pause, (left - due * each) / (due + 1)));
-      }
-      Thread.sleep(pause);
-      if (System.nanoTime() >= end) {
-        break;
-      }
-      if (round.isEmpty()) {
-        round.addAll(kinds);
-        Collections.shuffle(round, r);
-        rounds++;
-      }
-      long start = System.nanoTime();
-      inject(round.remove(round.size() - 1), r);
-      faultMs += (System.nanoTime() - start) / 1_000_000;
-      injected++;
-    }
-  }
-
-  private void inject(Fault fault, Random r) throws InterruptedException {
-    Optional<Integer> leader = cluster.leader();
-    int n = cluster.size();
-    int any = r.nextInt(n);
-    int follower = leader.map(l -> (l + 1 + r.nextInt(n - 1)) % n).orElse(any);
-    int target = leader.orElse(any);
-    switch (fault) {
-      case KILL_LEADER, KILL_FOLLOWER, PAUSE_LEADER, PAUSE_FOLLOWER -> {
-        boolean kill = fault == Fault.KILL_LEADER || fault == Fault.KILL_FOLLOWER;
-        boolean onLeader = fault == Fault.KILL_LEADER || fault == Fault.PAUSE_LEADER;
-        int victim = onLeader ? target : follower;
-        if (kill) {
-          cluster.kill(victim);
-        } else {
-          cluster.pause(victim);
-        }
-        count(
-            (kill ? "kill -9 " : "SIGSTOP ")
-                + (leader.isEmpty() ? "node (no leader known)" : onLeader ? "leader" : "follower"));
-        Thread.sleep(1_000 + r.nextInt(2_000)); // past the 300-600 ms election timeout
-        if (kill) {
-          cluster.start(victim);
-        } else {
-          cluster.resume(victim);
-        }
-      }
-      case LOSE_RESPONSES -> {
-        // Requests still reach the node and are applied; the answers vanish, then the
-        // connections break, and the clients resend.
-        cluster.proxy(target).blackholeResponses();
-        count("responses lost");
-        Thread.sleep(300 + r.nextInt(1_200));
-        cluster.proxy(target).resetConnections();
-        cluster.proxy(target).passResponses();
-      }
-      case RESET_CONNECTIONS -> {
-        cluster.proxy(target).resetConnections();
-        count("connections reset");
-      }
-      case DELAY -> {
-        int victim = r.nextBoolean() ? target : any;
-        cluster.proxy(victim).delay(Duration.ofMillis(20 + r.nextInt(180)));
-        count("client traffic delayed");
-        Thread.sleep(1_000 + r.nextInt(2_000));
-        cluster.proxy(victim).delay(Duration.ZERO);
-      }
-      case KILL_CLIENT_PROCESS -> {
-        int w = r.nextInt(processes.size());
-        Process p = processes.get(w);
-        if (!p.isAlive()) {
-          return;
-        }
-        p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
-        count("kill -9 client process");
-        Thread.sleep(500 + r.nextInt(1_500));
-        processes.restart(w);
-      }
-      case WIPE_LEADER -> wipe(leader);
-      case REPLACE_NODE -> {
-        try {
-          cluster.replaceWiped(r.nextBoolean() ? target : follower, Duration.ofSeconds(60));
-          count("replace node (wiped, rejoined as a new member)");
-          // The members restart one by one onto the peer links, so that later partitions cut
-          // the new member's traffic too.
-          cluster.relink(Duration.ofSeconds(60));
-        } catch (RuntimeException e) {
-          count("replace node failed: " + e.getMessage());
-        }
-      }
-      case ISOLATE_LEADER, SPLIT_MAJORITY, BRIDGE, ONE_WAY, HALF_OPEN_PEER_LINK ->
-          count(new PeerFaults(cluster).inject(PeerFaults.Kind.valueOf(fault.name()), r));
-    }
-  }
-
-  /**
-   * Kills the leader and deletes its data; once the others elected a leader (whose view of the
-   * wiped node starts afresh, and who holds every committed entry), restarts it empty and waits
-   * until it caught up, by snapshot install when the leader's log was purged.
-   */
-  private void wipe(Optional<Integer> known) throws InterruptedException {
-    // No leader known: an election is under way (the previous fault hit the leader).
-    Optional<Integer> leader =
-        known.isPresent() ? known : watch.leaderWithin(Duration.ofSeconds(10));
-    if (leader.isEmpty()) {
-      count("wipe leader (skipped: no leader for 10 s)");
-      return;
-    }
-    int victim = leader.get();
-    cluster.wipe(victim);
-    Optional<Integer> next = watch.leaderWithin(Duration.ofSeconds(60));
-    if (next.isEmpty()) {
-      // Restarting it empty now could let it vote for a node that lacks committed entries.
-      throw new IllegalStateException(
-          "no leader among the other nodes 60 s after wiping "
-              + cluster.id(victim)
-              + ": the campaign cannot go on safely");
-    }
-    // The new leader was elected by the others, so it holds every committed entry, and every live
-    // node's term is at least its term: the empty node, which voted in none of those terms, cannot
-    // vote twice in one.
-    cluster.start(victim);
-    long target = cluster.status(next.get()).map(StatusReply::getAppliedIndex).orElse(0L);
-    Optional<StatusReply> s = watch.appliedWithin(victim, target, Duration.ofSeconds(60));
-    if (s.isEmpty()) {
-      count("wipe leader (not caught up in 60 s)");
-      return;
-    }
-    count(
-        s.get().getLogStartIndex() > 1
-            ? "wipe leader (rejoined by snapshot install)"
-            : "wipe leader (rejoined by log replay)");
-  }
-
-  private void count(String fault) {
-    faults.merge(fault, 1L, Long::sum);
   }
 }

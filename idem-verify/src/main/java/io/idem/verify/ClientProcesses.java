@@ -21,6 +21,8 @@ final class ClientProcesses {
   private final List<Process> workers = new ArrayList<>();
 
   /**
+   * The settings' client processes, not started yet.
+   *
    * @param t0 the campaign's time origin (System.nanoTime), for the journals' times
    * @param end when the clients stop (System.nanoTime)
    */

@@ -20,6 +20,8 @@ final class ClusterWatch {
   private final int window;
 
   /**
+   * A watch on {@code cluster}.
+   *
    * @param window the calls each workload client keeps in flight (its clients allow twice as many,
    *     at least 8)
    */

@@ -21,6 +21,8 @@ final class PipelinedClient implements Runnable {
   private final boolean appender;
 
   /**
+   * Client {@code id} of the workloads {@code w}.
+   *
    * @param appender appends unique elements to the lists if true, increments the counters if false
    */
   PipelinedClient(Workloads w, int id, boolean appender) {

@@ -47,6 +47,8 @@ final class Workloads implements AutoCloseable {
   private final Map<String, Throwable> crashed = new ConcurrentHashMap<>();
 
   /**
+   * The settings' clients, not started yet.
+   *
    * @param t0 the campaign's time origin (System.nanoTime): operations' times are relative to it
    * @param end when the clients stop (System.nanoTime)
    */
