@@ -6,7 +6,7 @@ import java.util.function.Supplier;
 
 /** Bounded polling for tests: waits for a condition with a time limit, never forever. */
 public final class Eventually {
-  private static final long POLL_MS = 20;
+  private static final Duration POLL = Duration.ofMillis(20);
 
   private Eventually() {}
 
@@ -21,7 +21,7 @@ public final class Eventually {
     RuntimeException[] last = new RuntimeException[1];
     T v;
     try {
-      v = poll(timeout, probe, last);
+      v = poll(timeout, POLL, probe, last);
     } catch (InterruptedException ie) {
       Thread.currentThread().interrupt();
       throw new AssertionError("interrupted waiting for " + what, ie);
@@ -58,14 +58,24 @@ public final class Eventually {
    */
   public static <T> Optional<T> within(Duration timeout, Supplier<T> probe)
       throws InterruptedException {
-    return Optional.ofNullable(poll(timeout, probe, new RuntimeException[1]));
+    return within(timeout, POLL, probe);
+  }
+
+  /**
+   * As {@link #within(Duration, Supplier)}, polling every {@code every} instead of 20 ms (a probe
+   * that costs the system under test something, or that paces itself: zero).
+   */
+  public static <T> Optional<T> within(Duration timeout, Duration every, Supplier<T> probe)
+      throws InterruptedException {
+    return Optional.ofNullable(poll(timeout, every, probe, new RuntimeException[1]));
   }
 
   /**
    * The probe's first non-null answer, or null once {@code timeout} passed; the last exception the
    * probe threw goes to {@code last[0]}.
    */
-  private static <T> T poll(Duration timeout, Supplier<T> probe, RuntimeException[] last)
+  private static <T> T poll(
+      Duration timeout, Duration every, Supplier<T> probe, RuntimeException[] last)
       throws InterruptedException {
     long deadline = System.nanoTime() + timeout.toNanos();
     while (true) {
@@ -80,7 +90,7 @@ public final class Eventually {
       if (System.nanoTime() > deadline) {
         return null;
       }
-      Thread.sleep(POLL_MS);
+      Thread.sleep(every.toMillis());
     }
   }
 }

@@ -46,6 +46,17 @@ class EventuallyTest {
     assertThat(Eventually.within(Duration.ofMillis(200), () -> null)).isEmpty();
     assertThat(Duration.ofNanos(System.nanoTime() - start))
         .isGreaterThanOrEqualTo(Duration.ofMillis(200));
+    // Polled every 100 ms: three polls take at least 200 ms.
+    polls.set(0);
+    start = System.nanoTime();
+    assertThat(
+            Eventually.within(
+                Duration.ofSeconds(5),
+                Duration.ofMillis(100),
+                () -> polls.incrementAndGet() >= 3 ? 7 : null))
+        .contains(7);
+    assertThat(Duration.ofNanos(System.nanoTime() - start))
+        .isGreaterThanOrEqualTo(Duration.ofMillis(200));
     // A probe that throws counts as not yet.
     AtomicInteger calls = new AtomicInteger();
     assertThat(

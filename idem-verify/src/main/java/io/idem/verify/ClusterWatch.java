@@ -16,6 +16,12 @@ import java.util.Optional;
  * convergence check.
  */
 final class ClusterWatch {
+  /**
+   * How often the waits ask: each poll is a Status call to a node, a new channel when the node is
+   * down or starting, on a machine the campaign loads.
+   */
+  private static final Duration POLL = Duration.ofMillis(100);
+
   private final ProcessCluster cluster;
   private final int window;
 
@@ -56,7 +62,7 @@ final class ClusterWatch {
 
   /** The node that says it leads, once one does; empty if none did within {@code timeout}. */
   Optional<Integer> leaderWithin(Duration timeout) throws InterruptedException {
-    return Eventually.within(timeout, () -> cluster.leader().orElse(null));
+    return Eventually.within(timeout, POLL, () -> cluster.leader().orElse(null));
   }
 
   /**
@@ -66,7 +72,9 @@ final class ClusterWatch {
   Optional<StatusReply> appliedWithin(int i, long index, Duration timeout)
       throws InterruptedException {
     return Eventually.within(
-        timeout, () -> cluster.status(i).filter(s -> s.getAppliedIndex() >= index).orElse(null));
+        timeout,
+        POLL,
+        () -> cluster.status(i).filter(s -> s.getAppliedIndex() >= index).orElse(null));
   }
 
   /**
@@ -82,7 +90,8 @@ final class ClusterWatch {
     // next multiples, where every node, idle now, snapshots.
     try (IdemClient nudger = client(Duration.ofSeconds(10))) {
       Digests digests = new Digests(nudger, System.nanoTime() + timeout.toNanos());
-      Optional<Long> common = Eventually.within(timeout, digests::commonOrNudge);
+      // No pause between polls: the nudges pace them.
+      Optional<Long> common = Eventually.within(timeout, Duration.ZERO, digests::commonOrNudge);
       if (common.isEmpty()) {
         violations.add(
             new Violation(
