@@ -14,7 +14,7 @@ import java.util.Random;
  * link. The clients still reach every node through its client proxy all along.
  */
 final class PeerFaults {
-  /** The kinds, each a {@code Campaign.Fault} of the same name. */
+  /** The kinds, each a {@link Nemesis.Fault} of the same name. */
   enum Kind {
     /** The leader (with one follower, on 5 nodes) cut off from the majority, both ways. */
     ISOLATE_LEADER,

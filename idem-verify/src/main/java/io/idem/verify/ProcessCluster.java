@@ -398,7 +398,7 @@ public final class ProcessCluster implements AutoCloseable {
 
   /**
    * Kills node {@code i} and deletes its data. Raft assumes a node keeps its log, so bring it back
-   * only once the others elected a leader without it (see {@code Campaign}): then the new leader
+   * only once the others elected a leader without it (see {@code Nemesis}): then the new leader
    * probes it afresh and it rejoins by snapshot install.
    */
   public synchronized void wipe(int i) {
