@@ -194,11 +194,16 @@ final class Nemesis {
         try {
           cluster.replaceWiped(r.nextBoolean() ? target : follower, Duration.ofSeconds(60));
           count("replace node (wiped, rejoined as a new member)");
+        } catch (RuntimeException e) {
+          count("replace node failed: " + e.getMessage());
+          return;
+        }
+        try {
           // The members restart one by one onto the peer links, so that later partitions cut
           // the new member's traffic too.
           cluster.relink(Duration.ofSeconds(60));
         } catch (RuntimeException e) {
-          count("replace node failed: " + e.getMessage());
+          count("relink after the replacement incomplete: " + e.getMessage());
         }
       }
       case ISOLATE_LEADER, SPLIT_MAJORITY, BRIDGE, ONE_WAY, HALF_OPEN_PEER_LINK ->

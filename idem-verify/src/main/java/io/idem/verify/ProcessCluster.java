@@ -169,22 +169,25 @@ public final class ProcessCluster implements AutoCloseable {
       throw new IllegalStateException(
           "membership change (add " + add + ", remove " + remove + ") failed: " + c.message());
     }
-    synchronized (this) {
-      for (ClusterStatus.Member m : add) {
-        int i = ids.indexOf(m.id());
-        if (i >= 0) {
-          members.set(i, true);
-        }
-      }
-      for (String id : remove) {
-        int i = ids.indexOf(id);
-        if (i >= 0) {
-          removed.set(i, true);
-          members.set(i, false);
-        }
+    changed(add, remove);
+    return c.members().toArray(new ClusterStatus.Member[0]);
+  }
+
+  /** Notes a committed change in the slots. */
+  private synchronized void changed(List<ClusterStatus.Member> add, List<String> remove) {
+    for (ClusterStatus.Member m : add) {
+      int i = ids.indexOf(m.id());
+      if (i >= 0) {
+        members.set(i, true);
       }
     }
-    return c.members().toArray(new ClusterStatus.Member[0]);
+    for (String id : remove) {
+      int i = ids.indexOf(id);
+      if (i >= 0) {
+        removed.set(i, true);
+        members.set(i, false);
+      }
+    }
   }
 
   /** Whether node {@code i} was removed from the members (by {@link #changeMembers}). */
@@ -219,9 +222,49 @@ public final class ProcessCluster implements AutoCloseable {
       start(i);
     }
     awaitAnswering(i, timeout);
-    changeMembers(List.of(member(i)), List.of(), timeout);
-    changeMembers(List.of(), List.of(old), timeout);
+    // The old member's data is gone: until the new one is added, the members count a node that
+    // will never answer. So each change is tried again, as an operator would, while faults or a
+    // slow machine keep it from committing.
+    changeMembersPatiently(List.of(member(i)), List.of(), timeout);
+    changeMembersPatiently(List.of(), List.of(old), timeout);
     return ids.get(i);
+  }
+
+  private static final int CHANGE_ATTEMPTS = 5;
+
+  /** Whether the leader's configuration has every added member voting and no removed one. */
+  private boolean changeHolds(List<ClusterStatus.Member> add, List<String> remove) {
+    Optional<StatusReply> s = leader().flatMap(this::status);
+    if (s.isEmpty()) {
+      return false;
+    }
+    List<String> voters =
+        s.get().getMembersList().stream()
+            .filter(io.idem.proto.Member::getVoter)
+            .map(io.idem.proto.Member::getId)
+            .toList();
+    return add.stream().allMatch(m -> voters.contains(m.id()))
+        && remove.stream().noneMatch(voters::contains);
+  }
+
+  private void changeMembersPatiently(
+      List<ClusterStatus.Member> add, List<String> remove, Duration timeout) {
+    for (int attempt = 1; ; attempt++) {
+      try {
+        changeMembers(add, remove, timeout);
+        return;
+      } catch (IllegalStateException e) {
+        if (changeHolds(add, remove)) {
+          changed(add, remove); // it committed, and only its answer was lost
+          return;
+        }
+        if (attempt == CHANGE_ATTEMPTS) {
+          throw new IllegalStateException(
+              e.getMessage() + " (" + CHANGE_ATTEMPTS + " attempts)", e);
+        }
+        sleep(1_000, "a membership change");
+      }
+    }
   }
 
   /**
