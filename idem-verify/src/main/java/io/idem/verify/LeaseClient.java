@@ -18,19 +18,17 @@ final class LeaseClient implements Runnable {
 
   private final Workloads w;
   private final long end;
-  private final long seed;
   private final int id;
 
   LeaseClient(Workloads w, int id) {
     this.w = w;
     this.end = w.end;
-    this.seed = w.settings.seed();
     this.id = id;
   }
 
   @Override
   public void run() {
-    Random r = new Random(seed * 31 + id);
+    Random r = w.random(id);
     try (Workloads.Life life = w.life(id)) {
       while (System.nanoTime() < end) {
         IdemClient client = life.current();

@@ -35,7 +35,7 @@ final class PipelinedClient implements Runnable {
 
   @Override
   public void run() {
-    Random r = new Random(settings.seed() * 31 + id);
+    Random r = w.random(id);
     Semaphore slots = new Semaphore(settings.window());
     AtomicBoolean broken = new AtomicBoolean();
     Workloads.Life life = w.life(id);

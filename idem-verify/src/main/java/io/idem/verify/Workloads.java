@@ -11,6 +11,7 @@ import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
@@ -201,6 +202,13 @@ final class Workloads implements AutoCloseable {
     public void close() {
       retire(client);
     }
+  }
+
+  /**
+   * Client {@code id}'s own random choices, seeded by the run's seed (a replay makes them again).
+   */
+  Random random(int id) {
+    return new Random(settings.seed() * 31 + id);
   }
 
   /** A new life for client {@code id}: its first client and session. */
