@@ -124,6 +124,15 @@ final class VerifyCommand implements Callable<Integer> {
       description = "With --failover: increments per second. Default: ${DEFAULT-VALUE}.")
   int rate;
 
+  @Option(
+      names = "--settle",
+      defaultValue = "5s",
+      converter = DurationConverter.class,
+      description =
+          "With --failover kill: how long the restarted node runs before the next fault (0s: the"
+              + " next fault comes as soon as it has caught up). Default: ${DEFAULT-VALUE}.")
+  Duration settle;
+
   @Override
   public Integer call() throws Exception {
     if (check != null) {
@@ -269,10 +278,11 @@ final class VerifyCommand implements Callable<Integer> {
       return 2;
     }
     FailoverBench.Settings s =
-        new FailoverBench.Settings(kind, faults, rate, Duration.ofSeconds(3));
+        new FailoverBench.Settings(kind, faults, rate, Duration.ofSeconds(3), settle);
     out.printf(
-        "failover: %s of the leader x%d, %d increments/s, 3 server processes, logs in %s%n",
-        failover, faults, rate, where);
+        "failover: %s of the leader x%d, %d increments/s, 3 server processes, settle %s, logs in"
+            + " %s%n",
+        failover, faults, rate, settle, where);
     FailoverBench.Report r = FailoverBench.run(where, s, out);
     out.printf(
         "%s: faults %d (%d skipped: no stable leader), longest gap p50 %d ms, p99 %d ms, max %d ms;"

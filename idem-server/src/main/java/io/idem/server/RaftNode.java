@@ -129,6 +129,12 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
     // per commit, which halved throughput (docs/PERFORMANCE.md). Raft does not need the commit
     // index durable; a restarted node learns it from the leader.
     RaftServerConfigKeys.Log.setLogMetadataEnabled(p, false);
+    // A follower appends each request's entries on the gRPC thread that received it (one stream's
+    // requests arrive one after the other). Ratis 3.3.0's default instead chains every append onto
+    // one shared future: once a single append fails, every later link fails with that same
+    // exception and the follower accepts no entry until it restarts. It happened after a leader
+    // isolation (docs/PERFORMANCE.md, "A follower that stopped appending").
+    RaftServerConfigKeys.Log.setAppendEntriesComposeEnabled(p, false);
     RaftServerConfigKeys.Log.setSegmentSizeMax(p, SizeInBytes.valueOf(c.logSegmentBytes()));
     RaftServerConfigKeys.Log.setPurgeGap(
         p, (int) Math.min(Integer.MAX_VALUE, c.snapshotEveryEntries()));

@@ -20,9 +20,10 @@ import java.util.concurrent.locks.LockSupport;
  * again for {@link #SETTLED}, and prints p50, p99 and max over the faults.
  *
  * <p>Faults: {@link Kind#KILL} (SIGKILL; the node is restarted once the client moved on, and the
- * next fault waits for it), {@link Kind#STOP} (SIGSTOP, SIGCONT after {@link Settings#pause()}) and
- * {@link Kind#ISOLATE} (the leader's peer links cut both ways for {@link Settings#pause()}, on the
- * cluster's {@link PeerNetwork}, while the client still reaches it through its client proxy).
+ * next fault waits until it has caught up and then {@link Settings#settle()}), {@link Kind#STOP}
+ * (SIGSTOP, SIGCONT after {@link Settings#pause()}) and {@link Kind#ISOLATE} (the leader's peer
+ * links cut both ways for {@link Settings#pause()}, on the cluster's {@link PeerNetwork}, while the
+ * client still reaches it through its client proxy).
  *
  * <p>To tell the servers' share of a gap from the client's, a watcher asks the other nodes' status
  * every 20 ms from the fault on, and notes when one of them first says it leads in a later term:
@@ -64,12 +65,19 @@ public final class FailoverBench {
    * @param faults how many
    * @param rate increments per second, paced
    * @param pause how long a SIGSTOP or an isolation lasts
+   * @param settle how long a node restarted after a kill runs before the next fault: without it,
+   *     the next fault lands about 2 s after the restart, on a JVM that has barely compiled its hot
+   *     paths (zero: no wait)
    */
-  public record Settings(Kind kind, int faults, int rate, Duration pause) {
+  public record Settings(Kind kind, int faults, int rate, Duration pause, Duration settle) {
     public Settings {
-      if (faults < 1 || rate < 1 || pause.isNegative()) {
+      if (faults < 1 || rate < 1) {
         throw new IllegalArgumentException(
             "faults and rate must be positive, got " + faults + " and " + rate);
+      }
+      if (pause.isNegative() || settle.isNegative()) {
+        throw new IllegalArgumentException(
+            "pause and settle must not be negative, got " + pause + " and " + settle);
       }
     }
   }
@@ -164,10 +172,14 @@ public final class FailoverBench {
               elected.get(k - 1) < 0 ? "none" : elected.get(k - 1) + " ms",
               TimeUnit.NANOSECONDS.toMillis(acks.firstAfter(faultAt) - faultAt));
           out.flush();
-          if (!cluster.isRunning(leader)) {
+          boolean restarted = !cluster.isRunning(leader);
+          if (restarted) {
             cluster.start(leader);
           }
           awaitAllRunning(Duration.ofSeconds(60));
+          if (restarted) {
+            Thread.sleep(settings.settle().toMillis());
+          }
           k++;
         }
       } finally {
