@@ -127,7 +127,7 @@ final class VerifyCommand implements Callable<Integer> {
   @Option(
       names = "--settle",
       defaultValue = "5s",
-      converter = DurationConverter.class,
+      converter = DurationConverter.OrZero.class,
       description =
           "With --failover kill: how long the restarted node runs before the next fault (0s: the"
               + " next fault comes as soon as it has caught up). Default: ${DEFAULT-VALUE}.")

@@ -253,6 +253,20 @@ class IdemCliTest {
   }
 
   @Test
+  void failoverSettleMayBeZeroButNotNegative() {
+    fails(2, "'-1s' must not be negative", "verify", "--failover", "kill", "--settle", "-1s");
+    // 0s passes the option's conversion: the command then fails only at the unknown fault kind.
+    fails(
+        2,
+        "--failover must be kill, stop or isolate, got melt",
+        "verify",
+        "--failover",
+        "melt",
+        "--settle",
+        "0s");
+  }
+
+  @Test
   void verifyCheckOfADirectoryWithoutARunIsOneLine(@TempDir Path dir) {
     assertThat(run("verify", "--check", dir.toString())).isEqualTo(2);
     assertOneLineError("history.jsonl");
