@@ -15,17 +15,15 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 
 /**
- * One of the store's Lua scripts (the shared prelude, then the transition): run with EVALSHA, and
- * with EVAL when the server answers NOSCRIPT (its script cache was flushed, or it restarted). A
- * NOSCRIPT answer ran nothing, so the fallback never runs a transition twice. Immutable.
+ * One of the store's Lua scripts (the shared prelude, then its body): run with EVALSHA, and with
+ * EVAL when the server answers NOSCRIPT (its script cache was flushed, or it restarted). A NOSCRIPT
+ * answer ran nothing, so the fallback never runs a transition twice. Immutable.
  */
 final class KeyScript {
   private static final String DIR = "/io/idem/keys/redis/";
 
-  static final KeyScript ACQUIRE = load("acquire.lua");
-  static final KeyScript COMPLETE = load("complete.lua");
-  static final KeyScript RELEASE = load("release.lua");
-  static final KeyScript RENEW = load("renew.lua");
+  /** Every transition, one or a batch of them per call ({@link ScriptBatcher}). */
+  static final KeyScript TRANSITIONS = load("transitions.lua");
 
   private final String name;
   private final byte[] body;

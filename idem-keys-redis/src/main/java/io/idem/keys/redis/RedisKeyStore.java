@@ -32,12 +32,18 @@ import java.util.function.Function;
 /**
  * The key store on Redis (single node, or a primary found through Sentinel), with Lettuce.
  *
- * <p><b>One script per transition.</b> Acquire, complete, release and renew are each one Lua script
- * ({@code src/main/resources/io/idem/keys/redis/*.lua}), so each is atomic and one round trip:
- * there is no window between reading the record and writing it, of the kind seed 001 has to argue
- * away between its {@code SET NX}, {@code GET} and {@code INCRBY}. Scripts run by EVALSHA; when the
- * server answers NOSCRIPT (its script cache was flushed, or it restarted) the store sends the body
- * with EVAL. The fingerprint is compared inside the script.
+ * <p><b>One script per transition.</b> Acquire, complete, release and renew each run inside one Lua
+ * script ({@code src/main/resources/io/idem/keys/redis/transitions.lua}), so each is atomic and one
+ * round trip: there is no window between reading the record and writing it, of the kind seed 001
+ * has to argue away between its {@code SET NX}, {@code GET} and {@code INCRBY}. Scripts run by
+ * EVALSHA; when the server answers NOSCRIPT (its script cache was flushed, or it restarted) the
+ * store sends the body with EVAL. The fingerprint is compared inside the script.
+ *
+ * <p><b>Batches.</b> While a script is in flight on the store's connection, further calls wait (for
+ * the script in flight) and then go together in one script (at most {@link Builder#maxBatch}),
+ * which runs them one after the other, each deciding as it would alone. Under light load every call
+ * is a script of its own; under heavy load Redis pays the per-script costs once per batch ({@link
+ * ScriptBatcher}). {@code maxBatch(1)} sends every call at once instead.
  *
  * <p><b>The server's clock.</b> Each script reads {@code TIME} on the Redis server: deadlines,
  * takeovers and retention are decided on that one clock, never on the application hosts'. A record
@@ -89,6 +95,12 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
   /** The largest {@link Builder#maxResponseBytes}: 16 MiB. */
   public static final int MAX_RESPONSE_BYTES_LIMIT = 16 * 1024 * 1024;
 
+  /** Default {@link Builder#maxBatch}: 64 calls per script. */
+  public static final int DEFAULT_MAX_BATCH = 64;
+
+  /** The largest {@link Builder#maxBatch}. */
+  public static final int MAX_BATCH_LIMIT = 1024;
+
   /** The longest in-progress timeout, renewal or retention: 7 days, as on the Idem store. */
   public static final Duration MAX_DURATION = Duration.ofDays(7);
 
@@ -106,6 +118,7 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
   private final Executor completions;
   private final String attemptPrefix;
   private final AtomicLong attempts = new AtomicLong();
+  private final ScriptBatcher batcher;
 
   private RedisKeyStore(
       Builder b, RedisClient ownedClient, StatefulRedisConnection<byte[], byte[]> connection) {
@@ -121,6 +134,7 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
     byte[] nonce = new byte[16];
     new SecureRandom().nextBytes(nonce);
     this.attemptPrefix = Base64.getUrlEncoder().withoutPadding().encodeToString(nonce) + ":";
+    this.batcher = new ScriptBatcher(redis, counterKey, b.maxBatch, b.timeout.toNanos());
   }
 
   /** A builder: give it a {@link Builder#client} or a {@link Builder#uri}. */
@@ -137,15 +151,16 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
           require(fingerprint != null, "fingerprint must not be null (Fingerprint.none(): none)");
           long timeoutMs = millis("in-progress timeout", inProgressTimeout);
           long retentionMs = millis("retention", retention);
-          return KeyScript.ACQUIRE.run(
-              redis,
-              new byte[][] {recordKey(key), counterKey},
-              fingerprint.bytes(),
-              ascii(timeoutMs),
-              ascii(retentionMs),
-              // A fresh id per call: Lettuce may resend this very command after a reconnect, and
-              // the script then answers what the first run answered.
-              attemptId());
+          return batcher.submit(
+              new ScriptBatcher.Call(
+                  'A',
+                  new byte[][] {recordKey(key)},
+                  fingerprint.bytes(),
+                  ascii(timeoutMs),
+                  ascii(retentionMs),
+                  // A fresh id per call: Lettuce may resend this very command after a reconnect,
+                  // and the script then answers what the first run answered.
+                  attemptId()));
         },
         RedisKeyStore::acquisition);
   }
@@ -156,8 +171,8 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
         key,
         () -> {
           checkResponse(response);
-          return KeyScript.COMPLETE.run(
-              redis, new byte[][] {recordKey(key)}, ascii(token), response);
+          return batcher.submit(
+              new ScriptBatcher.Call('C', new byte[][] {recordKey(key)}, ascii(token), response));
         },
         RedisKeyStore::settlement);
   }
@@ -212,7 +227,8 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
         () -> {
           checkResponse(response);
           byte[][] keys = {recordKey(key), effectKey(effect)};
-          return KeyScript.COMPLETE.run(redis, keys, effectArgs(token, response, effect));
+          return batcher.submit(
+              new ScriptBatcher.Call('E', keys, effectArgs(token, response, effect)));
         },
         reply -> {
           if (tag(reply).equals("E")) {
@@ -235,7 +251,9 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
   public CompletionStage<Settlement> release(IdempotencyKey key, long token) {
     return call(
         key,
-        () -> KeyScript.RELEASE.run(redis, new byte[][] {recordKey(key)}, ascii(token)),
+        () ->
+            batcher.submit(
+                new ScriptBatcher.Call('R', new byte[][] {recordKey(key)}, ascii(token))),
         RedisKeyStore::settlement);
   }
 
@@ -245,17 +263,19 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
         key,
         () -> {
           long ms = millis("extension", extension);
-          return KeyScript.RENEW.run(redis, new byte[][] {recordKey(key)}, ascii(token), ascii(ms));
+          return batcher.submit(
+              new ScriptBatcher.Call('N', new byte[][] {recordKey(key)}, ascii(token), ascii(ms)));
         },
         RedisKeyStore::settlement);
   }
 
   /**
    * Closes the store's connection; and the client, if the store created it from a URI. Stages still
-   * pending fail with {@link KeyStoreException}.
+   * pending (sent, or waiting for a batch) fail with {@link KeyStoreException}.
    */
   @Override
   public void close() {
+    batcher.close();
     connection.close();
     if (ownedClient != null) {
       ownedClient.shutdown(Duration.ZERO, Duration.ofSeconds(2));
@@ -355,6 +375,11 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
   /** The namespace's token counter key. */
   byte[] counterKey() {
     return counterKey.clone();
+  }
+
+  /** The batcher, for tests: how many scripts carried how many transitions. */
+  ScriptBatcher batcher() {
+    return batcher;
   }
 
   // ---- calls and answers ----
@@ -494,6 +519,7 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
     private String prefix = DEFAULT_PREFIX;
     private Duration timeout = DEFAULT_TIMEOUT;
     private int maxResponseBytes = DEFAULT_MAX_RESPONSE_BYTES;
+    private int maxBatch = DEFAULT_MAX_BATCH;
     private Executor completionExecutor;
 
     private Builder() {}
@@ -571,6 +597,20 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
             "maxResponseBytes must be in [0, " + MAX_RESPONSE_BYTES_LIMIT + "], got " + max);
       }
       this.maxResponseBytes = max;
+      return this;
+    }
+
+    /**
+     * The most calls one script carries when calls wait for a place in flight (see the class's
+     * "Batches"). 1: every call is a script of its own, sent at once, however many are in flight.
+     * Default {@value #DEFAULT_MAX_BATCH}, at most {@value #MAX_BATCH_LIMIT}.
+     */
+    public Builder maxBatch(int max) {
+      if (max < 1 || max > MAX_BATCH_LIMIT) {
+        throw new IllegalArgumentException(
+            "maxBatch must be in [1, " + MAX_BATCH_LIMIT + "], got " + max);
+      }
+      this.maxBatch = max;
       return this;
     }
 

@@ -169,14 +169,19 @@ class RedisEffectCrashTest {
           RedisKeyStore store =
               RedisKeyStore.builder().uri(cutServer.uri()).prefix("crash").build();
           Reader r = new Reader(cutServer.uri(), store)) {
-        String what = "AOF cut at byte " + cut + " inside the completion of " + b.key();
+        String what = "AOF cut at byte " + cut + " inside the completions of " + b.keys();
         r.checkAtomic(keys, what);
-        IdempotencyKey cutKey = new IdempotencyKey("crash", b.key());
-        assertThat(r.completed(cutKey)).as(what).isFalse();
-        assertThat(r.effects(cutKey)).as(what).isZero();
+        // A block is one script: one completion, or a batch of them; all are lost together.
+        for (String k : b.keys()) {
+          IdempotencyKey cutKey = new IdempotencyKey("crash", k);
+          assertThat(r.completed(cutKey)).as(what).isFalse();
+          assertThat(r.effects(cutKey)).as(what).isZero();
+        }
         for (Block before : blocks) {
           if (before.end() <= b.start()) {
-            assertThat(r.completed(new IdempotencyKey("crash", before.key()))).as(what).isTrue();
+            for (String k : before.keys()) {
+              assertThat(r.completed(new IdempotencyKey("crash", k))).as(what).isTrue();
+            }
           }
         }
         // The server saw the torn block: a short read (cut inside a command) or an open MULTI at
@@ -188,15 +193,18 @@ class RedisEffectCrashTest {
     }
   }
 
-  /** A completion's MULTI/EXEC block in an AOF: [start, end) in bytes, and the key it completes. */
-  record Block(int start, int end, String key) {
+  /**
+   * A script's MULTI/EXEC block in an AOF that completes keys: [start, end) in bytes, and the keys
+   * it completes (more than one when the store sent a batch of completions in one script).
+   */
+  record Block(int start, int end, List<String> keys) {
 
-    /** The completions' blocks (those whose HSET writes the response field "v"), in file order. */
+    /** The completions' blocks (those with an HSET of the response field "v"), in file order. */
     static List<Block> completions(byte[] aof) {
       List<Block> out = new ArrayList<>();
       int at = 0;
       int multi = -1;
-      String key = null;
+      List<String> keys = new ArrayList<>();
       while (at < aof.length) {
         int start = at;
         List<String> cmd = new ArrayList<>();
@@ -207,13 +215,13 @@ class RedisEffectCrashTest {
         String name = cmd.get(0).toUpperCase();
         if (name.equals("MULTI")) {
           multi = start;
-          key = null;
+          keys = new ArrayList<>();
         } else if (name.equals("HSET") && cmd.size() > 3 && cmd.get(2).equals("v")) {
           String record = cmd.get(1); // {crash}:k:<scope length>:crash:<key>
-          key = record.substring(record.indexOf(":crash:") + ":crash:".length());
+          keys.add(record.substring(record.indexOf(":crash:") + ":crash:".length()));
         } else if (name.equals("EXEC")) {
-          if (multi >= 0 && key != null) {
-            out.add(new Block(multi, at, key));
+          if (multi >= 0 && !keys.isEmpty()) {
+            out.add(new Block(multi, at, List.copyOf(keys)));
           }
           multi = -1;
         }

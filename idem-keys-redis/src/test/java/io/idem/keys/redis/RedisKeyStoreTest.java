@@ -23,9 +23,17 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
@@ -95,12 +103,11 @@ class RedisKeyStoreTest extends KeyStoreContract {
     IdempotencyKey k = key("noscript");
     Acquisition.Acquired a =
         (Acquisition.Acquired) join(store.acquire(k, FP, LONG, HOUR)); // cached now
-    assertThat(redis().scriptExists(KeyScript.COMPLETE.sha1())).containsExactly(true);
+    assertThat(redis().scriptExists(KeyScript.TRANSITIONS.sha1())).containsExactly(true);
     redis().scriptFlush();
-    assertThat(redis().scriptExists(KeyScript.COMPLETE.sha1(), KeyScript.ACQUIRE.sha1()))
-        .containsExactly(false, false);
+    assertThat(redis().scriptExists(KeyScript.TRANSITIONS.sha1())).containsExactly(false);
     assertThat(join(store.complete(k, a.token(), utf8("paid")))).isEqualTo(new Settlement.Done(0));
-    assertThat(redis().scriptExists(KeyScript.COMPLETE.sha1())).containsExactly(true);
+    assertThat(redis().scriptExists(KeyScript.TRANSITIONS.sha1())).containsExactly(true);
     assertThat(join(store.acquire(k, FP, LONG, HOUR)))
         .isEqualTo(new Acquisition.Completed(utf8("paid")));
     // Ran once: a second run of the same completion would be refused by the record, not done.
@@ -147,14 +154,10 @@ class RedisKeyStoreTest extends KeyStoreContract {
   @Test
   void anAcquireOrACompletionResentAfterALostAnswerAnswersAsTheFirstDid() {
     IdempotencyKey k = key("resent");
-    byte[][] keys = {store.recordKey(k), store.counterKey()};
-    byte[] attempt = utf8("attempt-1");
-    byte[][] args = {FP.bytes(), utf8("60000"), utf8("3600000"), attempt};
-    List<Object> first = join(KeyScript.ACQUIRE.run(asyncOf(), keys, args));
-    List<Object> again = join(KeyScript.ACQUIRE.run(asyncOf(), keys, args));
+    List<Object> first = join(runAlone(acquireCall(k, "attempt-1")));
+    List<Object> again = join(runAlone(acquireCall(k, "attempt-1")));
     assertThat(text(again)).isEqualTo(text(first)).startsWith("A ");
-    args[3] = utf8("attempt-2");
-    assertThat(text(join(KeyScript.ACQUIRE.run(asyncOf(), keys, args)))).startsWith("P ");
+    assertThat(text(join(runAlone(acquireCall(k, "attempt-2"))))).startsWith("P ");
     long token = Long.parseLong(text(first).split(" ")[1]);
     assertThat(join(store.complete(k, token, utf8("r")))).isEqualTo(new Settlement.Done(0));
     assertThat(join(store.complete(k, token, utf8("r")))).isEqualTo(new Settlement.Done(0));
@@ -224,6 +227,9 @@ class RedisKeyStoreTest extends KeyStoreContract {
         .hasMessageContaining("timeout");
     assertThatThrownBy(() -> RedisKeyStore.builder().maxResponseBytes(-1))
         .hasMessageContaining("maxResponseBytes");
+    assertThatThrownBy(() -> RedisKeyStore.builder().maxBatch(0)).hasMessageContaining("maxBatch");
+    assertThatThrownBy(() -> RedisKeyStore.builder().maxBatch(RedisKeyStore.MAX_BATCH_LIMIT + 1))
+        .hasMessageContaining("maxBatch");
     assertThatThrownBy(() -> RedisKeyStore.builder().build())
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("exactly one");
@@ -255,10 +261,166 @@ class RedisKeyStoreTest extends KeyStoreContract {
     }
   }
 
+  @Test
+  void callsThatWaitShareAScriptAndEachDecidesAsItWouldAlone() {
+    try (RedisKeyStore s = RedisKeyStore.builder().uri(server.uri()).prefix("batch").build()) {
+      int keys = 400;
+      List<CompletableFuture<Acquisition>> acquires = new ArrayList<>();
+      for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < keys; i++) {
+          acquires.add(s.acquire(key("b" + i), FP, LONG, HOUR).toCompletableFuture());
+        }
+      }
+      Map<Integer, Long> owners = new HashMap<>();
+      Set<Long> tokens = new HashSet<>();
+      for (int n = 0; n < acquires.size(); n++) {
+        Acquisition a = join(acquires.get(n));
+        int i = n % keys;
+        if (a instanceof Acquisition.Acquired got) { // exactly one of each key's three acquires
+          assertThat(owners.put(i, got.token())).as("a second owner of key %d", i).isNull();
+          assertThat(tokens.add(got.token())).isTrue();
+        } else {
+          assertThat(a).isInstanceOf(Acquisition.InProgress.class);
+        }
+      }
+      assertThat(owners).hasSize(keys);
+      List<CompletableFuture<Settlement>> completes = new ArrayList<>();
+      for (int i = 0; i < keys; i++) {
+        completes.add(s.complete(key("b" + i), owners.get(i), utf8("r" + i)).toCompletableFuture());
+        completes.add(
+            s.complete(key("b" + i), owners.get(i) - 1, utf8("stale")).toCompletableFuture());
+      }
+      for (int i = 0; i < keys; i++) {
+        assertThat(join(completes.get(2 * i))).isEqualTo(new Settlement.Done(0));
+        assertThat(join(completes.get(2 * i + 1))).isEqualTo(new Settlement.Fenced(0));
+        assertThat(join(s.acquire(key("b" + i), FP, LONG, HOUR)))
+            .isEqualTo(new Acquisition.Completed(utf8("r" + i)));
+      }
+      ScriptBatcher b = s.batcher();
+      assertThat(b.transitionsSent()).isEqualTo(6L * keys);
+      // One script in flight at a time: 2,400 calls issued at once cannot have gone one per script.
+      assertThat(b.scriptsSent()).isLessThan(b.transitionsSent() / 4);
+      assertThat(Long.parseLong(redis().get("{batch}:token")))
+          .isGreaterThanOrEqualTo(tokens.stream().max(Long::compare).orElseThrow());
+    }
+  }
+
+  @Test
+  void withMaxBatchOneEveryCallIsAScriptOfItsOwn() {
+    try (RedisKeyStore s =
+        RedisKeyStore.builder().uri(server.uri()).prefix("alone").maxBatch(1).build()) {
+      List<CompletableFuture<Acquisition>> acquires = new ArrayList<>();
+      for (int i = 0; i < 200; i++) {
+        acquires.add(s.acquire(key("a" + i), FP, LONG, HOUR).toCompletableFuture());
+      }
+      acquires.forEach(f -> assertThat(join(f)).isInstanceOf(Acquisition.Acquired.class));
+      assertThat(s.batcher().scriptsSent()).isEqualTo(200).isEqualTo(s.batcher().transitionsSent());
+    }
+  }
+
+  @Test
+  void aTransitionThatFailsInABatchFailsAloneAndTheOthersRun() {
+    IdempotencyKey poisoned = key("poisoned");
+    // A string where the record should be (with a TTL, as every key of these tests has one).
+    redis()
+        .set(
+            new String(store.recordKey(poisoned), StandardCharsets.UTF_8),
+            "not a hash",
+            io.lettuce.core.SetArgs.Builder.ex(3600));
+    List<Object> replies =
+        join(
+            runBatch(
+                List.of(
+                    acquireCall(key("before-poison"), "p1"),
+                    acquireCall(poisoned, "p2"),
+                    acquireCall(key("after-poison"), "p3"))));
+    assertThat(text(reply(replies.get(0)))).startsWith("A ");
+    assertThat(text(reply(replies.get(1)))).startsWith("X ").contains("WRONGTYPE");
+    assertThat(text(reply(replies.get(2)))).startsWith("A ");
+    long first = Long.parseLong(text(reply(replies.get(0))).split(" ")[1]);
+    long last = Long.parseLong(text(reply(replies.get(2))).split(" ")[1]);
+    assertThat(last).isGreaterThan(first);
+    assertThat(Long.parseLong(redis().get("{contract}:token"))).isGreaterThanOrEqualTo(last);
+    // Through the store: the poisoned call fails with an unknown outcome, never a yes.
+    assertThatThrownBy(() -> join(store.acquire(poisoned, FP, LONG, HOUR)))
+        .hasRootCauseInstanceOf(io.lettuce.core.RedisCommandExecutionException.class)
+        .cause()
+        .isInstanceOf(KeyStoreException.class)
+        .hasMessageContaining("WRONGTYPE");
+  }
+
+  @Test
+  void aMalformedBatchIsRefusedBeforeItWritesAnything() {
+    String counter = redis().get("{contract}:token");
+    byte[] record = store.recordKey(key("malformed"));
+    byte[][] keys = {store.counterKey(), record};
+    // An acquire with three arguments instead of four, then a valid-looking tail.
+    byte[][] args = {utf8("A"), utf8("3"), FP.bytes(), utf8("60000"), utf8("3600000")};
+    assertThatThrownBy(() -> join(KeyScript.TRANSITIONS.run(asyncOf(), keys, args)))
+        .hasMessageContaining("malformed batch");
+    byte[][] tooFewKeys = {store.counterKey()};
+    byte[][] release = {utf8("R"), utf8("1"), utf8("5")};
+    assertThatThrownBy(() -> join(KeyScript.TRANSITIONS.run(asyncOf(), tooFewKeys, release)))
+        .hasMessageContaining("malformed batch");
+    assertThat(redis().exists(new String(record, StandardCharsets.UTF_8))).isZero();
+    assertThat(redis().get("{contract}:token")).isEqualTo(counter);
+  }
+
+  @Test
+  void closingTheStoreEndsEveryCallStillWaitingOrInFlight() {
+    RedisKeyStore s = RedisKeyStore.builder().uri(server.uri()).prefix("closing").build();
+    List<CompletableFuture<Acquisition>> acquires = new ArrayList<>();
+    for (int i = 0; i < 20_000; i++) {
+      acquires.add(s.acquire(key("c" + i), FP, LONG, HOUR).toCompletableFuture());
+    }
+    s.close();
+    int failed = 0;
+    for (CompletableFuture<Acquisition> f : acquires) {
+      try {
+        assertThat(f.get(10, TimeUnit.SECONDS)).isInstanceOf(Acquisition.Acquired.class);
+      } catch (ExecutionException e) {
+        assertThat(e.getCause()).isInstanceOf(KeyStoreException.class);
+        failed++;
+      } catch (Exception e) {
+        throw new AssertionError("a call neither answered nor failed after close", e);
+      }
+    }
+    assertThat(failed).isPositive(); // most were still waiting when the store closed
+    Throwable late =
+        join(s.acquire(key("late"), FP, LONG, HOUR).toCompletableFuture().handle((a, e) -> e));
+    assertThat(late).isInstanceOf(KeyStoreException.class).hasMessageContaining("closed");
+  }
+
   // ---- helpers ----
 
   private static RedisAsyncCommands<byte[], byte[]> asyncOf() {
     return adminBytes.async();
+  }
+
+  private ScriptBatcher.Call acquireCall(IdempotencyKey k, String attempt) {
+    return new ScriptBatcher.Call(
+        'A',
+        new byte[][] {store.recordKey(k)},
+        FP.bytes(),
+        utf8("60000"),
+        utf8("3600000"),
+        utf8(attempt));
+  }
+
+  /** Runs one transition as a script of its own, on the admin connection; its one reply. */
+  private CompletableFuture<List<Object>> runAlone(ScriptBatcher.Call call) {
+    return runBatch(List.of(call)).thenApply(replies -> reply(replies.get(0)));
+  }
+
+  /** Runs {@code calls} as one script, on the admin connection; the script's replies. */
+  private CompletableFuture<List<Object>> runBatch(List<ScriptBatcher.Call> calls) {
+    ScriptBatcher.Encoded e = ScriptBatcher.encode(store.counterKey(), calls);
+    return KeyScript.TRANSITIONS.run(asyncOf(), e.keys(), e.args());
+  }
+
+  @SuppressWarnings("unchecked")
+  private static List<Object> reply(Object o) {
+    return (List<Object>) o;
   }
 
   private static String text(List<Object> reply) {

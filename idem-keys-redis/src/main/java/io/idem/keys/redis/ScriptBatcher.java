@@ -1,0 +1,290 @@
+package io.idem.keys.redis;
+
+import io.lettuce.core.RedisCommandExecutionException;
+import io.lettuce.core.api.async.RedisAsyncCommands;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * Sends a store's transitions to Redis, many per script call when many are waiting ({@code
+ * transitions.lua}). A call goes out at once when no script is in flight on the connection ({@link
+ * #IN_FLIGHT}); calls that arrive meanwhile wait, and go together in the next script when it
+ * answers (up to the batch limits): a call waits for the script in flight, and for more only when
+ * over a batch's worth of calls wait before it. Under light load every call is a script of its own,
+ * one round trip as before; under heavy load one script carries many, and Redis pays its per-call
+ * costs (the command, the script's set-up, the counter's read and write, reading TIME) once per
+ * batch instead of once per transition.
+ *
+ * <p>The lock guards only the queue and the count in flight: Lettuce's dispatch and every stage's
+ * completion run outside it. A call still waiting when its own stage has already ended (the store's
+ * timeout) is dropped, never sent. Thread-safe.
+ */
+final class ScriptBatcher {
+
+  /**
+   * Scripts in flight on the connection before calls start to wait: one. With two or four, small
+   * batches went out more often and redis-server, the bottleneck, spent more per transition: 16
+   * connections x 4 calls in flight gave 18,300-18,800 keyed operations/s with two or four against
+   * 20,000-20,500 with one (docs/PERFORMANCE.md, "Batched scripts").
+   */
+  static final int IN_FLIGHT = 1;
+
+  /** The most argument bytes in one batch; a single larger call goes alone. */
+  static final int MAX_BATCH_BYTES = 1 << 20;
+
+  private static final byte[][] CODES = new byte[128][];
+  private static final byte[][] COUNTS = new byte[8][];
+
+  static {
+    for (char c : "ACERN".toCharArray()) {
+      CODES[c] = new byte[] {(byte) c};
+    }
+    for (int i = 0; i < COUNTS.length; i++) {
+      COUNTS[i] = Integer.toString(i).getBytes(StandardCharsets.US_ASCII);
+    }
+  }
+
+  /**
+   * One transition: its code in {@code transitions.lua} ('A', 'C', 'E', 'R' or 'N'), its keys and
+   * arguments, and the stage its reply completes.
+   */
+  static final class Call {
+    final char code;
+    final byte[][] keys;
+    final byte[][] args;
+    final CompletableFuture<List<Object>> reply = new CompletableFuture<>();
+    final int bytes;
+
+    Call(char code, byte[][] keys, byte[]... args) {
+      this.code = code;
+      this.keys = keys;
+      this.args = args;
+      int b = 0;
+      for (byte[] k : keys) {
+        b += k.length;
+      }
+      for (byte[] a : args) {
+        b += a.length;
+      }
+      this.bytes = b;
+    }
+  }
+
+  /** A batch as the script takes it. */
+  record Encoded(byte[][] keys, byte[][] args) {}
+
+  private final RedisAsyncCommands<byte[], byte[]> redis;
+  private final byte[] counterKey;
+  private final int maxBatch;
+  private final int maxInFlight;
+  private final long timeoutNanos;
+
+  private final Object lock = new Object();
+  private final ArrayDeque<Call> waiting = new ArrayDeque<>(); // guarded by lock
+  private int inFlight; // guarded by lock
+  private boolean closed; // guarded by lock
+
+  private final LongAdder scripts = new LongAdder();
+  private final LongAdder sent = new LongAdder();
+
+  /**
+   * @param maxBatch the most transitions in one script; 1: every call is a script of its own, sent
+   *     at once, with no limit on those in flight
+   * @param timeoutNanos how long a script may take before its calls fail (each call's stage has its
+   *     own timeout too; this one frees the script's place in flight)
+   */
+  ScriptBatcher(
+      RedisAsyncCommands<byte[], byte[]> redis,
+      byte[] counterKey,
+      int maxBatch,
+      long timeoutNanos) {
+    this.redis = redis;
+    this.counterKey = counterKey;
+    this.maxBatch = maxBatch;
+    this.maxInFlight = maxBatch == 1 ? Integer.MAX_VALUE : IN_FLIGHT;
+    this.timeoutNanos = timeoutNanos;
+  }
+
+  /** Queues {@code call}, or sends it at once; returns its reply's stage. */
+  CompletableFuture<List<Object>> submit(Call call) {
+    List<Call> batch = null;
+    synchronized (lock) {
+      if (closed) {
+        call.reply.completeExceptionally(new IllegalStateException("the store is closed"));
+        return call.reply;
+      }
+      waiting.add(call);
+      if (inFlight < maxInFlight) {
+        batch = take();
+        if (batch != null) {
+          inFlight++;
+        }
+      }
+    }
+    if (batch != null) {
+      send(batch);
+    }
+    return call.reply;
+  }
+
+  /**
+   * Fails every call still waiting, and every later one. Scripts in flight answer their calls as
+   * Lettuce settles them (the connection's close fails them).
+   */
+  void close() {
+    List<Call> dropped;
+    synchronized (lock) {
+      closed = true;
+      dropped = new ArrayList<>(waiting);
+      waiting.clear();
+    }
+    for (Call c : dropped) {
+      c.reply.completeExceptionally(new IllegalStateException("the store was closed"));
+    }
+  }
+
+  /** Scripts sent so far. */
+  long scriptsSent() {
+    return scripts.sum();
+  }
+
+  /** Transitions sent so far, in those scripts. */
+  long transitionsSent() {
+    return sent.sum();
+  }
+
+  /** The next batch from the queue, or null if no live call waits. Under the lock. */
+  private List<Call> take() {
+    List<Call> batch = null;
+    int bytes = 0;
+    while (!waiting.isEmpty()) {
+      Call next = waiting.peek();
+      if (next.reply.isDone()) { // timed out while it waited: never sent
+        waiting.poll();
+        continue;
+      }
+      if (batch != null && (batch.size() == maxBatch || bytes + next.bytes > MAX_BATCH_BYTES)) {
+        break;
+      }
+      waiting.poll();
+      if (batch == null) {
+        batch = new ArrayList<>(Math.min(maxBatch, waiting.size() + 1));
+      }
+      batch.add(next);
+      bytes += next.bytes;
+    }
+    return batch;
+  }
+
+  /**
+   * Sends {@code batch}, and the batches after it whose scripts fail at once (a closed or rejecting
+   * connection), in a loop rather than by recursion.
+   */
+  private void send(List<Call> batch) {
+    while (batch != null) {
+      List<Call> current = batch;
+      scripts.increment();
+      sent.add(current.size());
+      Encoded e = encode(counterKey, current);
+      CompletableFuture<List<Object>> script;
+      try {
+        script = KeyScript.TRANSITIONS.run(redis, e.keys(), e.args());
+      } catch (RuntimeException failure) {
+        script = CompletableFuture.failedFuture(failure);
+      }
+      if (script.isDone()) {
+        batch = finished();
+        script.whenComplete((reply, failure) -> answer(current, reply, failure));
+        continue;
+      }
+      script
+          .orTimeout(timeoutNanos, TimeUnit.NANOSECONDS)
+          .whenComplete(
+              (reply, failure) -> {
+                List<Call> next = finished();
+                if (next != null) {
+                  send(next); // keep the connection busy before answering this batch's callers
+                }
+                answer(current, reply, failure);
+              });
+      return;
+    }
+  }
+
+  /** A script has answered: its place in flight goes to the next batch, if one waits. */
+  private List<Call> finished() {
+    synchronized (lock) {
+      inFlight--;
+      List<Call> next = closed ? null : take();
+      if (next != null) {
+        inFlight++;
+      }
+      return next;
+    }
+  }
+
+  private static void answer(List<Call> batch, List<Object> reply, Throwable failure) {
+    if (failure == null && (reply == null || reply.size() != batch.size())) {
+      failure =
+          new IllegalStateException(
+              "the batch script answered "
+                  + (reply == null ? "nothing" : reply.size() + " replies")
+                  + " for "
+                  + batch.size()
+                  + " transitions");
+    }
+    for (int i = 0; i < batch.size(); i++) {
+      Call c = batch.get(i);
+      if (failure != null) {
+        c.reply.completeExceptionally(failure);
+        continue;
+      }
+      Object one = reply.get(i);
+      if (!(one instanceof List<?> list)) {
+        c.reply.completeExceptionally(
+            new IllegalStateException("unexpected reply in a batch: " + one));
+        continue;
+      }
+      @SuppressWarnings("unchecked")
+      List<Object> r = (List<Object>) list;
+      if (r.size() == 2 && r.get(0) instanceof byte[] tag && tag.length == 1 && tag[0] == 'X') {
+        c.reply.completeExceptionally(
+            new RedisCommandExecutionException(
+                new String((byte[]) r.get(1), StandardCharsets.UTF_8)));
+        continue;
+      }
+      c.reply.complete(r);
+    }
+  }
+
+  /** The script's KEYS and ARGV for {@code batch}, in the layout {@code transitions.lua} reads. */
+  static Encoded encode(byte[] counterKey, List<Call> batch) {
+    int keys = 1;
+    int args = 0;
+    for (Call c : batch) {
+      keys += c.keys.length;
+      args += 2 + c.args.length;
+    }
+    byte[][] k = new byte[keys][];
+    byte[][] a = new byte[args][];
+    k[0] = counterKey;
+    int ki = 1;
+    int ai = 0;
+    for (Call c : batch) {
+      for (byte[] key : c.keys) {
+        k[ki++] = key;
+      }
+      a[ai++] = CODES[c.code];
+      a[ai++] = COUNTS[c.args.length];
+      for (byte[] arg : c.args) {
+        a[ai++] = arg;
+      }
+    }
+    return new Encoded(k, a);
+  }
+}
