@@ -601,7 +601,7 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
     }
 
     /**
-     * The most calls one script carries when calls wait for a place in flight (see the class's
+     * The most calls one script carries when calls wait for the script in flight (see the class's
      * "Batches"). 1: every call is a script of its own, sent at once, however many are in flight.
      * Default {@value #DEFAULT_MAX_BATCH}, at most {@value #MAX_BATCH_LIMIT}.
      */

@@ -99,29 +99,34 @@ local function complete(record, token, response, effect_key, effect, arg1, arg2)
   return {'D', '0'}
 end
 
--- release: answers {'D', '0'} dropped, or {'F', current} fenced (current: the owner's token, '0'
--- if none).
-local function release(record, token)
-  local rec = redis.call('HMGET', record, 't', 'v')
+-- The record ('t', 'v', 'r') if token owns the key in progress; else nil and the fenced answer
+-- (current: the owner's token, '0' if none).
+local function owned(record, token)
+  local rec = redis.call('HMGET', record, 't', 'v', 'r')
   if not rec[1] or rec[2] then
-    return {'F', '0'}
+    return nil, {'F', '0'}
   end
   if rec[1] ~= token then
-    return {'F', rec[1]}
+    return nil, {'F', rec[1]}
+  end
+  return rec
+end
+
+-- release: answers {'D', '0'} dropped, or fenced (owned above).
+local function release(record, token)
+  local rec, fenced = owned(record, token)
+  if not rec then
+    return fenced
   end
   redis.call('DEL', record)
   return {'D', '0'}
 end
 
--- renew: answers {'D', deadline} renewed, or {'F', current} fenced (current: the owner's token,
--- '0' if none).
+-- renew: answers {'D', deadline} renewed, or fenced (owned above).
 local function renew(record, token, extension_ms)
-  local rec = redis.call('HMGET', record, 't', 'v', 'r')
-  if not rec[1] or rec[2] then
-    return {'F', '0'}
-  end
-  if rec[1] ~= token then
-    return {'F', rec[1]}
+  local rec, fenced = owned(record, token)
+  if not rec then
+    return fenced
   end
   local extension = tonumber(extension_ms)
   local deadline = now_ms + extension
