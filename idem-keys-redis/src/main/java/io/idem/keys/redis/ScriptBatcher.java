@@ -190,11 +190,11 @@ final class ScriptBatcher {
       List<Call> current = batch;
       scripts.increment();
       sent.add(current.size());
-      Encoded e = encode(counterKey, current);
       CompletableFuture<List<Object>> script;
       try {
+        Encoded e = encode(counterKey, current);
         script = KeyScript.TRANSITIONS.run(redis, e.keys(), e.args());
-      } catch (RuntimeException failure) {
+      } catch (Throwable failure) { // whatever it is, the place in flight must be given back
         script = CompletableFuture.failedFuture(failure);
       }
       if (script.isDone()) {
@@ -207,10 +207,13 @@ final class ScriptBatcher {
           .whenComplete(
               (reply, failure) -> {
                 List<Call> next = finished();
-                if (next != null) {
-                  send(next); // keep the connection busy before answering this batch's callers
+                try {
+                  if (next != null) {
+                    send(next); // keep the connection busy before answering this batch's callers
+                  }
+                } finally {
+                  answer(current, reply, failure);
                 }
-                answer(current, reply, failure);
               });
       return;
     }
@@ -253,9 +256,12 @@ final class ScriptBatcher {
       @SuppressWarnings("unchecked")
       List<Object> r = (List<Object>) list;
       if (r.size() == 2 && r.get(0) instanceof byte[] tag && tag.length == 1 && tag[0] == 'X') {
+        Object error = r.get(1);
         c.reply.completeExceptionally(
             new RedisCommandExecutionException(
-                new String((byte[]) r.get(1), StandardCharsets.UTF_8)));
+                error instanceof byte[] text
+                    ? new String(text, StandardCharsets.UTF_8)
+                    : String.valueOf(error)));
         continue;
       }
       c.reply.complete(r);

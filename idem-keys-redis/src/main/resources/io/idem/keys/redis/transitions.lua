@@ -18,17 +18,15 @@
 
 -- Tokens: above every token the namespace handed out (the counter) and, should the counter have
 -- been lost with the tail of the AOF, above the server's clock in microseconds, which was above
--- every token handed out before: tokens never repeat. The counter is read once per script and
--- written once at its end.
+-- every token handed out before: tokens never repeat. The counter is read once per script, at the
+-- first acquire that needs it, and written once at its end if a record took a token.
 local last = nil
 local drawn = false
 local function next_token()
   if not last then
     last = tonumber(redis.call('GET', KEYS[1]) or '0')
   end
-  last = math.max(last + 1, now_us)
-  drawn = true
-  return last
+  return math.max(last + 1, now_us)
 end
 
 -- acquire: answers {'M'} mismatch, {'C', response} completed, {'P', deadline} in progress, or
@@ -49,12 +47,15 @@ local function acquire(record, fingerprint, timeout_ms, retention_ms, attempt)
       return {'P', rec[3]}
     end
   end
-  -- A new record or a takeover.
+  -- A new record or a takeover. The token counts as drawn once a record holds it: an HSET that
+  -- fails (READONLY, OOM) leaves the counter as it was, and the batch's other answers stand.
   local token = next_token()
   local timeout = tonumber(timeout_ms)
   local deadline = now_ms + timeout
   redis.call('HSET', record, 'f', fingerprint, 't', int(token), 'd', int(deadline),
     'r', retention_ms, 'a', attempt)
+  last = token
+  drawn = true
   redis.call('PEXPIRE', record, timeout + tonumber(retention_ms))
   return {'A', int(token), int(deadline)}
 end

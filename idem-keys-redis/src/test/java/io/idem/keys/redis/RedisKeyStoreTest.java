@@ -284,6 +284,10 @@ class RedisKeyStoreTest extends KeyStoreContract {
         }
       }
       assertThat(owners).hasSize(keys);
+      ScriptBatcher b = s.batcher();
+      assertThat(b.transitionsSent()).isEqualTo(3L * keys);
+      // One script in flight at a time: 1,200 calls issued at once went in far fewer scripts.
+      assertThat(b.scriptsSent()).isLessThan(b.transitionsSent() / 2);
       List<CompletableFuture<Settlement>> completes = new ArrayList<>();
       for (int i = 0; i < keys; i++) {
         completes.add(s.complete(key("b" + i), owners.get(i), utf8("r" + i)).toCompletableFuture());
@@ -296,10 +300,6 @@ class RedisKeyStoreTest extends KeyStoreContract {
         assertThat(join(s.acquire(key("b" + i), FP, LONG, HOUR)))
             .isEqualTo(new Acquisition.Completed(utf8("r" + i)));
       }
-      ScriptBatcher b = s.batcher();
-      assertThat(b.transitionsSent()).isEqualTo(6L * keys);
-      // One script in flight at a time: 2,400 calls issued at once cannot have gone one per script.
-      assertThat(b.scriptsSent()).isLessThan(b.transitionsSent() / 4);
       assertThat(Long.parseLong(redis().get("{batch}:token")))
           .isGreaterThanOrEqualTo(tokens.stream().max(Long::compare).orElseThrow());
     }
@@ -313,6 +313,8 @@ class RedisKeyStoreTest extends KeyStoreContract {
       for (int i = 0; i < 200; i++) {
         acquires.add(s.acquire(key("a" + i), FP, LONG, HOUR).toCompletableFuture());
       }
+      // Sent at once, each in a script of its own, before any answer was awaited.
+      assertThat(s.batcher().scriptsSent()).isEqualTo(200);
       acquires.forEach(f -> assertThat(join(f)).isInstanceOf(Acquisition.Acquired.class));
       assertThat(s.batcher().scriptsSent()).isEqualTo(200).isEqualTo(s.batcher().transitionsSent());
     }
@@ -350,12 +352,44 @@ class RedisKeyStoreTest extends KeyStoreContract {
   }
 
   @Test
+  void aTransitionRefusedForMemoryFailsAloneAndDrawsNoToken() {
+    IdempotencyKey done = key("done-before-oom");
+    Acquisition.Acquired a = (Acquisition.Acquired) join(store.acquire(done, FP, LONG, HOUR));
+    assertThat(join(store.complete(done, a.token(), utf8("kept"))))
+        .isEqualTo(new Settlement.Done(0));
+    String counter = redis().get("{contract}:token");
+    redis().configSet("maxmemory", "1"); // every write is refused (noeviction), reads still run
+    try {
+      List<Object> replies =
+          join(runBatch(List.of(acquireCall(done, "o1"), acquireCall(key("new-in-oom"), "o2"))));
+      assertThat(text(reply(replies.get(0)))).isEqualTo("C kept"); // a read, answered
+      assertThat(text(reply(replies.get(1)))).startsWith("X ").contains("OOM");
+    } finally {
+      redis().configSet("maxmemory", "0");
+    }
+    assertThat(redis().get("{contract}:token")).isEqualTo(counter);
+  }
+
+  @Test
   void aMalformedBatchIsRefusedBeforeItWritesAnything() {
     String counter = redis().get("{contract}:token");
     byte[] record = store.recordKey(key("malformed"));
-    byte[][] keys = {store.counterKey(), record};
-    // An acquire with three arguments instead of four, then a valid-looking tail.
-    byte[][] args = {utf8("A"), utf8("3"), FP.bytes(), utf8("60000"), utf8("3600000")};
+    byte[] malformed = store.recordKey(key("malformed-2"));
+    byte[][] keys = {store.counterKey(), record, malformed};
+    // A valid acquire, then one with three arguments instead of four: the first must not run.
+    byte[][] args = {
+      utf8("A"),
+      utf8("4"),
+      FP.bytes(),
+      utf8("60000"),
+      utf8("3600000"),
+      utf8("m1"),
+      utf8("A"),
+      utf8("3"),
+      FP.bytes(),
+      utf8("60000"),
+      utf8("3600000")
+    };
     assertThatThrownBy(() -> join(KeyScript.TRANSITIONS.run(asyncOf(), keys, args)))
         .hasMessageContaining("malformed batch");
     byte[][] tooFewKeys = {store.counterKey()};
@@ -363,32 +397,45 @@ class RedisKeyStoreTest extends KeyStoreContract {
     assertThatThrownBy(() -> join(KeyScript.TRANSITIONS.run(asyncOf(), tooFewKeys, release)))
         .hasMessageContaining("malformed batch");
     assertThat(redis().exists(new String(record, StandardCharsets.UTF_8))).isZero();
+    assertThat(redis().exists(new String(malformed, StandardCharsets.UTF_8))).isZero();
     assertThat(redis().get("{contract}:token")).isEqualTo(counter);
   }
 
   @Test
   void closingTheStoreEndsEveryCallStillWaitingOrInFlight() {
-    RedisKeyStore s = RedisKeyStore.builder().uri(server.uri()).prefix("closing").build();
+    // A timeout far beyond the bound below: only close() can end the waiting calls in time.
+    RedisKeyStore s =
+        RedisKeyStore.builder()
+            .uri(server.uri())
+            .prefix("closing")
+            .timeout(Duration.ofSeconds(60))
+            .build();
     List<CompletableFuture<Acquisition>> acquires = new ArrayList<>();
-    for (int i = 0; i < 20_000; i++) {
+    for (int i = 0; i < 30_000; i++) {
       acquires.add(s.acquire(key("c" + i), FP, LONG, HOUR).toCompletableFuture());
     }
     s.close();
-    int failed = 0;
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    int droppedWhileWaiting = 0;
     for (CompletableFuture<Acquisition> f : acquires) {
       try {
-        assertThat(f.get(10, TimeUnit.SECONDS)).isInstanceOf(Acquisition.Acquired.class);
+        long left = Math.max(0, deadline - System.nanoTime());
+        assertThat(f.get(left, TimeUnit.NANOSECONDS)).isInstanceOf(Acquisition.Acquired.class);
       } catch (ExecutionException e) {
         assertThat(e.getCause()).isInstanceOf(KeyStoreException.class);
-        failed++;
+        if (e.getCause().getMessage().contains("the store was closed")) {
+          droppedWhileWaiting++;
+        }
       } catch (Exception e) {
         throw new AssertionError("a call neither answered nor failed after close", e);
       }
     }
-    assertThat(failed).isPositive(); // most were still waiting when the store closed
+    // The batcher's own close ended the calls still queued (the connection's close cannot: they
+    // were never sent).
+    assertThat(droppedWhileWaiting).isPositive();
     Throwable late =
         join(s.acquire(key("late"), FP, LONG, HOUR).toCompletableFuture().handle((a, e) -> e));
-    assertThat(late).isInstanceOf(KeyStoreException.class).hasMessageContaining("closed");
+    assertThat(late).isInstanceOf(KeyStoreException.class).hasMessageContaining("store is closed");
   }
 
   // ---- helpers ----
