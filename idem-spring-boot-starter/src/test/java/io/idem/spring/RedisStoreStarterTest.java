@@ -2,6 +2,8 @@ package io.idem.spring;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.idem.keys.IdempotencyKey;
+import io.idem.keys.redis.RedisKeyRecord;
 import io.idem.keys.redis.RedisKeyStore;
 import io.idem.keys.spi.KeyStore;
 import io.idem.spring.app.PaymentsApplication;
@@ -71,13 +73,18 @@ class RedisStoreStarterTest {
       assertThat(runs.get()).as("the handler ran once").isEqualTo(before + 1);
 
       // The record, completed, in the application's Redis under the configured prefix: the
-      // store's layout is {prefix}:k:<scope length>:<scope>:<key>, and 'v' holds the response.
+      // store's layout is {prefix}:k:<scope length>:<scope>:<key>, a packed record (read back
+      // through a store of this test's own).
       String scope = "header:" + TENANT;
       String record = "{" + PREFIX + "}:k:" + scope.length() + ":" + scope + ":" + key;
       RedisClient client = RedisClient.create(redis.uri());
-      try (StatefulRedisConnection<String, String> c = client.connect()) {
+      try (StatefulRedisConnection<String, String> c = client.connect();
+          RedisKeyStore shown = RedisKeyStore.builder().client(client).prefix(PREFIX).build()) {
         assertThat(c.sync().exists(record)).as("record " + record).isEqualTo(1L);
-        assertThat(c.sync().hexists(record, "v")).as("completed").isTrue();
+        RedisKeyRecord r =
+            shown.show(new IdempotencyKey(scope, key)).toCompletableFuture().join().orElseThrow();
+        assertThat(r.completed()).as("completed").isTrue();
+        assertThat(r.response()).as("the stored response").isNotEmpty();
         assertThat(c.sync().keys("{" + PREFIX + "}:k:*")).containsExactly(record);
       } finally {
         client.shutdown(Duration.ZERO, Duration.ofSeconds(2));

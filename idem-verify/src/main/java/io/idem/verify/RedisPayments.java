@@ -11,6 +11,10 @@ import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisException;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.api.sync.RedisCommands;
+import io.lettuce.core.codec.ByteArrayCodec;
+import io.lettuce.core.codec.RedisCodec;
+import io.lettuce.core.codec.StringCodec;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -29,8 +33,8 @@ import java.util.function.Supplier;
  * of its own, so no status record is written.
  *
  * <p>The checker reads Redis directly, by the layout docs/KEYS.md documents, not through the store:
- * the record {@code {payments}:k:8:payments:pay-i} (token {@code t}, response {@code v}) and the
- * ledger lists.
+ * the record {@code {payments}:k:8:payments:pay-i} (a packed string: its token and response) and
+ * the ledger lists.
  */
 final class RedisPayments implements PaymentStore {
   /** The store's namespace (and hash tag). */
@@ -66,7 +70,11 @@ final class RedisPayments implements PaymentStore {
     }
     RedisClient reader = RedisClient.create(address);
     try {
-      return new Backend(store, reader, reader.connect());
+      return new Backend(
+          store,
+          reader,
+          reader.connect(),
+          reader.connect(RedisCodec.of(StringCodec.UTF8, ByteArrayCodec.INSTANCE)));
     } catch (RuntimeException e) {
       reader.shutdown(Duration.ZERO, Duration.ofSeconds(2));
       store.close();
@@ -84,14 +92,17 @@ final class RedisPayments implements PaymentStore {
     private final RedisKeyStore store;
     private final RedisClient readerClient;
     private final StatefulRedisConnection<String, String> reader;
+    private final StatefulRedisConnection<String, byte[]> records; // packed, binary
 
     Backend(
         RedisKeyStore store,
         RedisClient readerClient,
-        StatefulRedisConnection<String, String> reader) {
+        StatefulRedisConnection<String, String> reader,
+        StatefulRedisConnection<String, byte[]> records) {
       this.store = store;
       this.readerClient = readerClient;
       this.reader = reader;
+      this.records = records;
     }
 
     private static IdempotencyKey idempotencyKey(Payment p) {
@@ -165,17 +176,37 @@ final class RedisPayments implements PaymentStore {
               + scope
               + ":"
               + p.key();
-      List<String> fields =
-          read(
-              () ->
-                  redis().hmget(record, "t", "v").stream()
-                      .map(v -> v.getValueOrElse(null))
-                      .toList());
-      if (fields.get(0) == null) {
-        return Optional.empty();
+      byte[] packed = read(() -> records.sync().get(record));
+      return packed == null ? Optional.empty() : Optional.of(decode(record, packed));
+    }
+
+    /**
+     * A record as docs/KEYS.md lays it out: a layout byte (1 in progress, 2 completed), four
+     * big-endian doubles (token, deadline, retention, completion), the fingerprint and the attempt
+     * id (each a 16-bit length and its bytes), then the response.
+     */
+    static KeyState decode(String record, byte[] packed) {
+      ByteBuffer b = ByteBuffer.wrap(packed);
+      try {
+        int state = b.get();
+        if (state != 1 && state != 2) {
+          throw new IllegalStateException(
+              record + " is not a key record (layout byte " + state + ")");
+        }
+        long token = (long) b.getDouble();
+        b.position(b.position() + 3 * Double.BYTES);
+        for (int field = 0; field < 2; field++) { // the fingerprint, the attempt id
+          int length = Short.toUnsignedInt(b.getShort());
+          b.position(b.position() + length);
+        }
+        String response =
+            state == 2
+                ? new String(packed, b.position(), b.remaining(), StandardCharsets.UTF_8)
+                : null;
+        return new KeyState(state == 2, token, response);
+      } catch (java.nio.BufferUnderflowException | IllegalArgumentException e) {
+        throw new IllegalStateException(record + " is cut short: " + packed.length + " bytes", e);
       }
-      return Optional.of(
-          new KeyState(fields.get(1) != null, Long.parseLong(fields.get(0)), fields.get(1)));
     }
 
     private static <T> T read(Supplier<T> call) {
@@ -208,6 +239,7 @@ final class RedisPayments implements PaymentStore {
 
     @Override
     public void close() {
+      records.close();
       reader.close();
       readerClient.shutdown(Duration.ZERO, Duration.ofSeconds(2));
       store.close();

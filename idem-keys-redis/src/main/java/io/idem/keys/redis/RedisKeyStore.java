@@ -20,6 +20,7 @@ import java.time.Duration;
 import java.util.Arrays;
 import java.util.Base64;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
@@ -237,6 +238,20 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
           }
           return settlement(reply);
         });
+  }
+
+  /**
+   * The key's record, read in one script with the transitions (so it sees them in order), or empty
+   * if there is none (never acquired, released, or expired). For operators and tests: the record is
+   * a packed string that {@code redis-cli GET} does not show readably.
+   *
+   * @return a stage that fails with {@link KeyStoreException} if Redis did not answer
+   */
+  public CompletionStage<Optional<RedisKeyRecord>> show(IdempotencyKey key) {
+    return call(
+        key,
+        () -> batcher.submit(new ScriptBatcher.Call('S', new byte[][] {recordKey(key)})),
+        RedisKeyStore::record);
   }
 
   /**
@@ -462,6 +477,25 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
         return new Settlement.Done(number(reply, 1));
       case "F":
         return new Settlement.Fenced(number(reply, 1));
+      default:
+        throw unexpected(reply);
+    }
+  }
+
+  private static Optional<RedisKeyRecord> record(List<Object> reply) {
+    switch (tag(reply)) {
+      case "0":
+        return Optional.empty();
+      case "S":
+        return Optional.of(
+            new RedisKeyRecord(
+                new String(bytes(reply, 1), StandardCharsets.US_ASCII).equals("C"),
+                number(reply, 2),
+                number(reply, 3),
+                number(reply, 4),
+                number(reply, 5),
+                bytes(reply, 6),
+                bytes(reply, 7)));
       default:
         throw unexpected(reply);
     }

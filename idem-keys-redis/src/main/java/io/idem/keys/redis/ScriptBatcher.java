@@ -41,7 +41,7 @@ final class ScriptBatcher {
   private static final byte[][] COUNTS = new byte[8][];
 
   static {
-    for (char c : "ACERN".toCharArray()) {
+    for (char c : "ACERNS".toCharArray()) {
       CODES[c] = new byte[] {(byte) c};
     }
     for (int i = 0; i < COUNTS.length; i++) {
@@ -50,8 +50,8 @@ final class ScriptBatcher {
   }
 
   /**
-   * One transition: its code in {@code transitions.lua} ('A', 'C', 'E', 'R' or 'N'), its keys and
-   * arguments, and the stage its reply completes.
+   * One transition: its code in {@code transitions.lua} ('A', 'C', 'E', 'R', 'N' or 'S'), its keys
+   * and arguments, and the stage its reply completes.
    */
   static final class Call {
     final char code;

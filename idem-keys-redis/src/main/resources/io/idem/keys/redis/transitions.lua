@@ -5,16 +5,63 @@
 --
 -- KEYS[1]: the namespace's token counter (never expires); then each transition's keys, in order.
 -- ARGV: each transition as its code, the count of its arguments, then its arguments:
---   'A' acquire:  keys: the record (a hash). Arguments: fingerprint, in-progress timeout ms,
+--   'A' acquire:  keys: the record (a string, below). Arguments: fingerprint, in-progress timeout ms,
 --                 retention ms, attempt id.
 --   'C' complete: keys: the record. Arguments: token, response.
 --   'E' complete with an effect: keys: the record, the effect's key. Arguments: token, response,
 --                 the effect's command (RPUSH, SET, INCRBY or HSET), its arguments after the key.
 --   'R' release:  keys: the record. Arguments: token.
 --   'N' renew:    keys: the record. Arguments: token, extension ms.
+--   'S' show:     keys: the record. No arguments. Reads only.
 -- Answers one reply per transition, in order, as its function below says; or {'X', error} if a
 -- command it ran failed (its writes before the failure stay, as in any script; the transitions
 -- after it still run).
+
+-- Records: a string, packed (struct) as: a layout byte (OWNED 1: in progress, DONE 2: completed),
+-- four big-endian doubles (token, deadline ms, retention ms, completion ms, 0 while in progress),
+-- the fingerprint and the acquire's attempt id (each a 16-bit length and its bytes), and then, once
+-- completed, the response to the end. One GET reads it and one SET ... PX writes it with its expiry:
+-- a hash took HMGET, HSET and PEXPIRE, and cost Redis about 40% more per transition
+-- (docs/PERFORMANCE.md, "Packed records"). Doubles hold every token and time exactly (below 2^53).
+local OWNED, DONE = 1, 2
+local HEAD = '>BddddHc0Hc0'
+
+local function pack(state, token, deadline, retention, completed, fingerprint, attempt)
+  return struct.pack(HEAD, state, token, deadline, retention, completed, #fingerprint,
+    fingerprint, #attempt, attempt)
+end
+
+-- The record's fields (state, token, deadline, retention, completed, fingerprint, attempt,
+-- response: nil while in progress), or nothing if there is none. A record an earlier version wrote
+-- as a hash (fields f, t, d, r, a, v, c) is read as well; the next write replaces it with a string.
+local function read(record)
+  local s = redis.pcall('GET', record)
+  if not s then
+    return nil
+  end
+  if type(s) == 'table' then
+    if not (s.err and string.find(s.err, 'WRONGTYPE', 1, true)) then
+      error(s)
+    end
+    local h = redis.call('HMGET', record, 'f', 't', 'd', 'r', 'a', 'v', 'c')
+    if not h[2] then
+      return nil
+    end
+    local state = h[6] and DONE or OWNED
+    return state, tonumber(h[2]), tonumber(h[3]), tonumber(h[4]), tonumber(h[7] or '0'),
+      h[1] or '', h[5] or '', h[6]
+  end
+  local state, token, deadline, retention, completed, fingerprint, attempt, at =
+    struct.unpack(HEAD, s)
+  if state ~= OWNED and state ~= DONE then
+    error('ERR ' .. record .. ' holds a string that is not a key record')
+  end
+  local response = nil
+  if state == DONE then
+    response = string.sub(s, at)
+  end
+  return state, token, deadline, retention, completed, fingerprint, attempt, response
+end
 
 -- Tokens: above every token the namespace handed out (the counter) and, should the counter have
 -- been lost with the tail of the AOF, above the server's clock in microseconds, which was above
@@ -32,31 +79,31 @@ end
 -- acquire: answers {'M'} mismatch, {'C', response} completed, {'P', deadline} in progress, or
 -- {'A', token, deadline} acquired.
 local function acquire(record, fingerprint, timeout_ms, retention_ms, attempt)
-  local rec = redis.call('HMGET', record, 'f', 't', 'd', 'v', 'a')
-  if rec[1] then
-    if rec[1] ~= fingerprint then
+  local state, token, deadline, _, _, fp, att, response = read(record)
+  if state then
+    if fp ~= fingerprint then
       return {'M'}
     end
-    if rec[4] then
-      return {'C', rec[4]}
+    if state == DONE then
+      return {'C', response}
     end
-    if rec[5] == attempt then
-      return {'A', rec[2], rec[3]} -- this very acquire, resent by the client after a lost answer
+    if att == attempt then
+      return {'A', int(token), int(deadline)} -- this very acquire, resent by the client after a
+                                              -- lost answer
     end
-    if tonumber(rec[3]) >= now_ms then
-      return {'P', rec[3]}
+    if deadline >= now_ms then
+      return {'P', int(deadline)}
     end
   end
-  -- A new record or a takeover. The token counts as drawn once a record holds it: an HSET that
+  -- A new record or a takeover. The token counts as drawn once a record holds it: a SET that
   -- fails (READONLY, OOM) leaves the counter as it was, and the batch's other answers stand.
-  local token = next_token()
-  local timeout = tonumber(timeout_ms)
-  local deadline = now_ms + timeout
-  redis.call('HSET', record, 'f', fingerprint, 't', int(token), 'd', int(deadline),
-    'r', retention_ms, 'a', attempt)
+  token = next_token()
+  local timeout, retention = tonumber(timeout_ms), tonumber(retention_ms)
+  deadline = now_ms + timeout
+  redis.call('SET', record, pack(OWNED, token, deadline, retention, 0, fingerprint, attempt),
+    'PX', timeout + retention)
   last = token
   drawn = true
-  redis.call('PEXPIRE', record, timeout + tonumber(retention_ms))
   return {'A', int(token), int(deadline)}
 end
 
@@ -64,19 +111,20 @@ end
 -- owner's token, '0' if none; nothing written), or {'E', error} the effect was refused (nothing
 -- written).
 local function complete(record, token, response, effect_key, effect, arg1, arg2)
-  local rec = redis.call('HMGET', record, 't', 'v', 'r')
-  if not rec[1] then
+  local state, t, deadline, retention, _, fp, att, stored = read(record)
+  if not state then
     return {'F', '0'}
   end
-  if rec[2] then
-    if rec[1] == token and rec[2] == response then
+  local mine = t == tonumber(token)
+  if state == DONE then
+    if mine and stored == response then
       return {'D', '0'} -- this very completion, resent by the client after a lost answer: its
                         -- effect was applied with it, the first time, and is not applied again
     end
     return {'F', '0'}
   end
-  if rec[1] ~= token then
-    return {'F', rec[1]}
+  if not mine then
+    return {'F', int(t)}
   end
   -- The effect first: a script is atomic but not rolled back, so the only command that can fail
   -- (WRONGTYPE, not an integer) runs before anything is written, and a failure leaves no trace.
@@ -93,30 +141,30 @@ local function complete(record, token, response, effect_key, effect, arg1, arg2)
       return {'E', done.err}
     end
   end
-  -- The acquire's attempt id 'a' stays: an acquire that finds 'v' answers Completed before it
-  -- looks at 'a', so deleting it would cost a command (and an AOF entry) for nothing.
-  redis.call('HSET', record, 'v', response, 'c', int(now_ms))
-  redis.call('PEXPIRE', record, tonumber(rec[3]))
+  -- The acquire's attempt id stays: an acquire that finds the record completed answers Completed
+  -- before it looks at the attempt.
+  redis.call('SET', record, pack(DONE, t, deadline, retention, now_ms, fp, att) .. response,
+    'PX', retention)
   return {'D', '0'}
 end
 
--- The record ('t', 'v', 'r') if token owns the key in progress; else nil and the fenced answer
--- (current: the owner's token, '0' if none).
+-- Whether token owns the key in progress: nil and the record's fields if it does; else the fenced
+-- answer (current: the owner's token, '0' if none).
 local function owned(record, token)
-  local rec = redis.call('HMGET', record, 't', 'v', 'r')
-  if not rec[1] or rec[2] then
-    return nil, {'F', '0'}
+  local state, t, _, retention, _, fp, att = read(record)
+  if not state or state == DONE then
+    return {'F', '0'}
   end
-  if rec[1] ~= token then
-    return nil, {'F', rec[1]}
+  if t ~= tonumber(token) then
+    return {'F', int(t)}
   end
-  return rec
+  return nil, t, retention, fp, att
 end
 
 -- release: answers {'D', '0'} dropped, or fenced (owned above).
 local function release(record, token)
-  local rec, fenced = owned(record, token)
-  if not rec then
+  local fenced = owned(record, token)
+  if fenced then
     return fenced
   end
   redis.call('DEL', record)
@@ -125,15 +173,27 @@ end
 
 -- renew: answers {'D', deadline} renewed, or fenced (owned above).
 local function renew(record, token, extension_ms)
-  local rec, fenced = owned(record, token)
-  if not rec then
+  local fenced, t, retention, fp, att = owned(record, token)
+  if fenced then
     return fenced
   end
   local extension = tonumber(extension_ms)
   local deadline = now_ms + extension
-  redis.call('HSET', record, 'd', int(deadline))
-  redis.call('PEXPIRE', record, extension + tonumber(rec[3]))
+  redis.call('SET', record, pack(OWNED, t, deadline, retention, 0, fp, att),
+    'PX', extension + retention)
   return {'D', int(deadline)}
+end
+
+-- show: answers {'0'} no record, or {'S', state ('P' in progress, 'C' completed), token, deadline,
+-- retention, completed (0 while in progress), fingerprint, response ('' while in progress)}.
+-- Reads only.
+local function show(record)
+  local state, t, deadline, retention, completed, fp, _, response = read(record)
+  if not state then
+    return {'0'}
+  end
+  return {'S', state == DONE and 'C' or 'P', int(t), int(deadline), int(retention),
+    int(completed), fp, response or ''}
 end
 
 -- The layout is checked whole before anything runs, so that a malformed batch writes nothing.
@@ -147,6 +207,7 @@ while at <= n_args do
   elseif code == 'E' then ok = n == 4 or n == 5; keys_needed = keys_needed + 1
   elseif code == 'R' then ok = n == 1
   elseif code == 'N' then ok = n == 2
+  elseif code == 'S' then ok = n == 0
   end
   if not ok or at + 1 + n > n_args then
     return redis.error_reply('ERR malformed batch at argument ' .. at)
@@ -182,8 +243,11 @@ while at <= n_args do
   elseif code == 'R' then
     ok, reply = pcall(release, KEYS[k], ARGV[a])
     k = k + 1
-  else
+  elseif code == 'N' then
     ok, reply = pcall(renew, KEYS[k], ARGV[a], ARGV[a + 1])
+    k = k + 1
+  else
+    ok, reply = pcall(show, KEYS[k])
     k = k + 1
   end
   if not ok then

@@ -199,7 +199,7 @@ class RedisEffectCrashTest {
    */
   record Block(int start, int end, List<String> keys) {
 
-    /** The completions' blocks (those with an HSET of the response field "v"), in file order. */
+    /** The completions' blocks (those that SET a record completed), in file order. */
     static List<Block> completions(byte[] aof) {
       List<Block> out = new ArrayList<>();
       int at = 0;
@@ -216,7 +216,10 @@ class RedisEffectCrashTest {
         if (name.equals("MULTI")) {
           multi = start;
           keys = new ArrayList<>();
-        } else if (name.equals("HSET") && cmd.size() > 3 && cmd.get(2).equals("v")) {
+        } else if (name.equals("SET")
+            && cmd.size() > 2
+            && cmd.get(1).startsWith(NS + ":k:")
+            && cmd.get(2).startsWith("\u0002")) { // a packed record, completed (docs/KEYS.md)
           String record = cmd.get(1); // {crash}:k:<scope length>:crash:<key>
           keys.add(record.substring(record.indexOf(":crash:") + ":crash:".length()));
         } else if (name.equals("EXEC")) {
@@ -266,11 +269,13 @@ class RedisEffectCrashTest {
     final RedisClient client;
     final StatefulRedisConnection<String, String> connection;
     final RedisKeyStore store;
+    final RedisKeyStore shown; // its own store, connected to the server as it is now
 
     Reader(String uri, RedisKeyStore store) {
       this.client = RedisClient.create(uri);
       this.connection = client.connect();
       this.store = store;
+      this.shown = RedisKeyStore.builder().client(client).prefix("crash").build();
     }
 
     RedisCommands<String, String> redis() {
@@ -278,7 +283,12 @@ class RedisEffectCrashTest {
     }
 
     boolean completed(IdempotencyKey k) {
-      return redis().hget(new String(store.recordKey(k), StandardCharsets.UTF_8), "v") != null;
+      return shown
+          .show(k)
+          .toCompletableFuture()
+          .join()
+          .map(RedisKeyRecord::completed)
+          .orElse(false);
     }
 
     /** How many times key {@code k}'s effect is present (whichever kind it was). */
@@ -310,6 +320,7 @@ class RedisEffectCrashTest {
 
     @Override
     public void close() {
+      shown.close();
       connection.close();
       client.shutdown(Duration.ZERO, Duration.ofSeconds(2));
     }

@@ -263,7 +263,7 @@ class RedisEffectTest {
     assertThatThrownBy(() -> RedisEffect.push("{fx}:l", null))
         .isInstanceOf(IllegalArgumentException.class);
     assertThat(redis().exists("ledger", "{other}:ledger", "fx:ledger", "{fx}:big")).isZero();
-    assertThat(redis().hget(record, "v")).isNull();
+    assertThat(join(store.show(k)).orElseThrow().completed()).isFalse();
     assertThat(join(store.acquire(k, FP, LONG, HOUR)))
         .isEqualTo(new Acquisition.InProgress(a.deadlineMs()));
   }

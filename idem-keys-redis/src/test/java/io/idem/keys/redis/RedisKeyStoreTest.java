@@ -134,7 +134,8 @@ class RedisKeyStoreTest extends KeyStoreContract {
     String record = new String(store.recordKey(k), StandardCharsets.UTF_8);
     assertThat(record).isEqualTo("{contract}:k:8:tenant:1:order:9");
     assertThat(redis().pttl(record)).isBetween(HOUR.toMillis(), HOUR.toMillis() + 10_000);
-    assertThat(redis().hget(record, "t")).isEqualTo(Long.toString(a.token()));
+    assertThat(redis().type(record)).isEqualTo("string"); // a packed record (docs/KEYS.md)
+    assertThat(join(store.show(k)).orElseThrow().token()).isEqualTo(a.token());
     assertThat(redis().pttl("{contract}:token")).isEqualTo(-1L);
     assertThat(Long.parseLong(redis().get("{contract}:token"))).isGreaterThanOrEqualTo(a.token());
     assertThat(join(store.complete(k, a.token(), utf8("x")))).isEqualTo(new Settlement.Done(0));
@@ -323,12 +324,10 @@ class RedisKeyStoreTest extends KeyStoreContract {
   @Test
   void aTransitionThatFailsInABatchFailsAloneAndTheOthersRun() {
     IdempotencyKey poisoned = key("poisoned");
-    // A string where the record should be (with a TTL, as every key of these tests has one).
-    redis()
-        .set(
-            new String(store.recordKey(poisoned), StandardCharsets.UTF_8),
-            "not a hash",
-            io.lettuce.core.SetArgs.Builder.ex(3600));
+    // A list where the record should be (with a TTL, as every key of these tests has one).
+    String name = new String(store.recordKey(poisoned), StandardCharsets.UTF_8);
+    redis().rpush(name, "not a record");
+    redis().expire(name, 3600);
     List<Object> replies =
         join(
             runBatch(
@@ -349,6 +348,112 @@ class RedisKeyStoreTest extends KeyStoreContract {
         .cause()
         .isInstanceOf(KeyStoreException.class)
         .hasMessageContaining("WRONGTYPE");
+  }
+
+  @Test
+  void aStringThatIsNotARecordFailsEveryCallAndIsLeftAsItIs() {
+    IdempotencyKey k = key("foreign-string");
+    String name = new String(store.recordKey(k), StandardCharsets.UTF_8);
+    for (String foreign : List.of("x", "not a key record, but long enough to unpack")) {
+      redis().set(name, foreign, io.lettuce.core.SetArgs.Builder.ex(3600));
+      assertThatThrownBy(() -> join(store.acquire(k, FP, LONG, HOUR)))
+          .as(foreign)
+          .cause()
+          .isInstanceOf(KeyStoreException.class);
+      assertThatThrownBy(() -> join(store.complete(k, 1, utf8("r"))))
+          .as(foreign)
+          .cause()
+          .isInstanceOf(KeyStoreException.class);
+      assertThat(redis().get(name)).isEqualTo(foreign);
+    }
+  }
+
+  @Test
+  void recordsAnEarlierVersionWroteAsHashesAreReadAndReplacedByTheNextWrite() {
+    long now = Long.parseLong(redis().time().get(0)) * 1000;
+    // Completed, as the store wrote it before records were packed: fields f, t, d, r, a, v, c.
+    IdempotencyKey done = key("hash-completed");
+    String doneName = new String(store.recordKey(done), StandardCharsets.UTF_8);
+    redis()
+        .hset(
+            doneName,
+            java.util.Map.of(
+                "f",
+                "",
+                "t",
+                "41",
+                "d",
+                Long.toString(now),
+                "r",
+                "3600000",
+                "a",
+                "old:1",
+                "v",
+                "paid",
+                "c",
+                Long.toString(now)));
+    redis().expire(doneName, 3600);
+    assertThat(join(store.acquire(done, Fingerprint.none(), LONG, HOUR)))
+        .isEqualTo(new Acquisition.Completed(utf8("paid")));
+    assertThat(join(store.acquire(done, FP, LONG, HOUR))).isEqualTo(new Acquisition.Mismatch());
+    RedisKeyRecord shown = join(store.show(done)).orElseThrow();
+    assertThat(shown.completed()).isTrue();
+    assertThat(shown.token()).isEqualTo(41);
+    assertThat(shown.response()).isEqualTo(utf8("paid"));
+    assertThat(redis().type(doneName)).isEqualTo("hash"); // reads leave it as it is
+
+    // In progress, its owner (token 42) past its deadline: taken over, then fenced.
+    IdempotencyKey held = key("hash-in-progress");
+    String heldName = new String(store.recordKey(held), StandardCharsets.UTF_8);
+    redis()
+        .hset(
+            heldName,
+            java.util.Map.of(
+                "f",
+                "",
+                "t",
+                "42",
+                "d",
+                Long.toString(now - 60_000),
+                "r",
+                "3600000",
+                "a",
+                "old:2"));
+    redis().expire(heldName, 3600);
+    assertThat(join(store.renew(held, 42, LONG))).isInstanceOf(Settlement.Done.class);
+    assertThat(redis().type(heldName)).isEqualTo("string"); // rewritten packed by the renewal
+    assertThat(join(store.show(held)).orElseThrow().token()).isEqualTo(42);
+    assertThat(join(store.acquire(held, Fingerprint.none(), LONG, HOUR)))
+        .isInstanceOf(Acquisition.InProgress.class);
+    assertThat(join(store.complete(held, 42, utf8("late-but-owner"))))
+        .isEqualTo(new Settlement.Done(0));
+    assertThat(join(store.acquire(held, Fingerprint.none(), LONG, HOUR)))
+        .isEqualTo(new Acquisition.Completed(utf8("late-but-owner")));
+
+    // In progress and past its deadline, never rewritten: the next acquire takes it over.
+    IdempotencyKey stale = key("hash-stale");
+    String staleName = new String(store.recordKey(stale), StandardCharsets.UTF_8);
+    redis()
+        .hset(
+            staleName,
+            java.util.Map.of(
+                "f",
+                "",
+                "t",
+                "43",
+                "d",
+                Long.toString(now - 60_000),
+                "r",
+                "3600000",
+                "a",
+                "old:3"));
+    redis().expire(staleName, 3600);
+    Acquisition.Acquired over =
+        (Acquisition.Acquired) join(store.acquire(stale, Fingerprint.none(), LONG, HOUR));
+    assertThat(over.token()).isGreaterThan(43);
+    assertThat(join(store.complete(stale, 43, utf8("stale"))))
+        .isEqualTo(new Settlement.Fenced(over.token()));
+    assertThat(redis().type(staleName)).isEqualTo("string");
   }
 
   @Test
