@@ -29,11 +29,7 @@ final class KeySchema {
           new Migration(
               1,
               "V1__key_records.sql",
-              "key records, the token sequence, one function per transition"),
-          new Migration(
-              2,
-              "V2__fewer_checks.sql",
-              "two CHECK constraints fewer: state values and fingerprint length"));
+              "key records, the token sequence, one function per transition"));
 
   /** The schema version this library needs. */
   static final int LATEST = MIGRATIONS.get(MIGRATIONS.size() - 1).version();

@@ -98,7 +98,7 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
   /** Default {@link Builder#purgeBatch}: 1000 records per statement. */
   public static final int DEFAULT_PURGE_BATCH = 1000;
 
-  /** Longest fingerprint, in bytes (the schema's column holds no longer one). */
+  /** Longest fingerprint, in bytes (the schema checks it too). */
   public static final int MAX_FINGERPRINT_BYTES = 64;
 
   private static final System.Logger LOG = System.getLogger(PostgresKeyStore.class.getName());

@@ -105,12 +105,9 @@ class PostgresKeyStoreTest extends KeyStoreContract {
     assertThat(store.migrate()).isEqualTo(KeySchema.LATEST);
     try (Connection c = pool.getConnection();
         Statement s = c.createStatement();
-        ResultSet r =
-            s.executeQuery("SELECT version, description FROM idem_keys_schema ORDER BY version")) {
-      for (int version = 1; version <= KeySchema.LATEST; version++) {
-        assertThat(r.next()).isTrue();
-        assertThat(r.getInt(1)).isEqualTo(version);
-      }
+        ResultSet r = s.executeQuery("SELECT version, description FROM idem_keys_schema")) {
+      assertThat(r.next()).isTrue();
+      assertThat(r.getInt(1)).isEqualTo(1);
       assertThat(r.next()).isFalse();
     }
     try (Connection c = pool.getConnection();
@@ -125,99 +122,12 @@ class PostgresKeyStoreTest extends KeyStoreContract {
       assertThat(other.migrate()).isZero();
       try (Connection c = newer.getConnection();
           Statement s = c.createStatement()) {
-        s.execute(
-            "INSERT INTO idem_keys_schema (version, description) VALUES ("
-                + (KeySchema.LATEST + 1)
-                + ", 'future')");
+        s.execute("INSERT INTO idem_keys_schema (version, description) VALUES (2, 'future')");
       }
       assertThatThrownBy(other::migrate)
           .isInstanceOf(IllegalStateException.class)
-          .hasMessageContaining(
-              "version "
-                  + (KeySchema.LATEST + 1)
-                  + ", newer than this library's "
-                  + KeySchema.LATEST);
+          .hasMessageContaining("version 2, newer than this library's 1");
     }
-  }
-
-  @Test
-  void aDatabaseAtVersionOneMigratesWithItsRecordsAndLosesOnlyTheTwoChecks() throws Exception {
-    try (Connection c = pool.getConnection();
-        Statement s = c.createStatement()) {
-      s.execute("CREATE DATABASE at_v1");
-    }
-    PGSimpleDataSource v1 = new PGSimpleDataSource();
-    v1.setUrl(server.jdbcUrl().replace("/" + PostgresServer.DATABASE, "/at_v1"));
-    v1.setUser(PostgresServer.USER);
-    byte[] fp = Fingerprint.of("order 7".getBytes(java.nio.charset.StandardCharsets.UTF_8)).bytes();
-    try (Connection c = v1.getConnection();
-        Statement s = c.createStatement()) {
-      // As version 1 left a database: its file applied and recorded, one key completed by its
-      // functions, one in progress.
-      s.execute(KeySchema.script("V1__key_records.sql"));
-      s.execute(
-          "CREATE TABLE idem_keys_schema (version integer PRIMARY KEY, description text NOT NULL,"
-              + " applied_at timestamptz NOT NULL DEFAULT now())");
-      s.execute("INSERT INTO idem_keys_schema (version, description) VALUES (1, 'version 1')");
-      try (PreparedStatement p =
-          c.prepareStatement(
-              "SELECT token FROM idem_key_acquire('v1', ?, ?, 60000, 3600000, 1000)")) {
-        for (String k : List.of("done", "held")) {
-          p.setString(1, k);
-          p.setBytes(2, fp);
-          try (ResultSet r = p.executeQuery()) {
-            r.next();
-            if (k.equals("done")) {
-              try (Statement t = c.createStatement()) {
-                t.execute(
-                    "SELECT idem_key_complete('v1', 'done', " + r.getLong(1) + ", 'paid'::bytea)");
-              }
-            }
-          }
-        }
-      }
-      assertThat(constraints(c)).contains("idem_keys_state_check", "idem_keys_fingerprint_check");
-    }
-    try (PostgresKeyStore migrated =
-        PostgresKeyStore.builder(v1).purgeEvery(Duration.ZERO).build()) {
-      assertThat(migrated.migrate()).isEqualTo(1);
-      assertThat(
-              join(
-                  migrated.acquire(
-                      new IdempotencyKey("v1", "done"),
-                      Fingerprint.of("order 7".getBytes(java.nio.charset.StandardCharsets.UTF_8)),
-                      MINUTE,
-                      HOUR)))
-          .isEqualTo(
-              new Acquisition.Completed("paid".getBytes(java.nio.charset.StandardCharsets.UTF_8)));
-      assertThat(
-              join(
-                  migrated.acquire(
-                      new IdempotencyKey("v1", "held"),
-                      Fingerprint.of("order 7".getBytes(java.nio.charset.StandardCharsets.UTF_8)),
-                      MINUTE,
-                      HOUR)))
-          .isInstanceOf(Acquisition.InProgress.class);
-      assertThat(migrated.migrate()).isEqualTo(KeySchema.LATEST); // nothing left to apply
-    }
-    try (Connection c = v1.getConnection()) {
-      List<String> left = constraints(c);
-      assertThat(left).doesNotContain("idem_keys_state_check", "idem_keys_fingerprint_check");
-      assertThat(left).contains("idem_keys_check", "idem_keys_pkey"); // completed <=> response
-    }
-  }
-
-  private static List<String> constraints(Connection c) throws SQLException {
-    List<String> out = new ArrayList<>();
-    try (Statement s = c.createStatement();
-        ResultSet r =
-            s.executeQuery(
-                "SELECT conname FROM pg_constraint WHERE conrelid = 'idem_keys'::regclass")) {
-      while (r.next()) {
-        out.add(r.getString(1));
-      }
-    }
-    return out;
   }
 
   @Test
