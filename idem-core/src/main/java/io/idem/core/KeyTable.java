@@ -8,12 +8,12 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.Arrays;
 import java.util.Collection;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.TreeMap;
 import java.util.TreeSet;
 
 /**
@@ -202,17 +202,28 @@ public final class KeyTable {
     }
   }
 
-  /** An expiry index entry: ordered by time, then key, so that equal times expire in key order. */
-  private record Due(long at, KeyId id) implements Comparable<Due> {
+  /**
+   * An expiry index entry: ordered by time, then by token, which no two records share (equal times
+   * are common: every command of a log entry has its time). Which of the records due together goes
+   * first changes nothing, since {@link #expire} drops them all; a token compares cheaply, where a
+   * key took a string comparison on the apply thread.
+   */
+  private record Due(long at, long token, KeyId id) implements Comparable<Due> {
     @Override
     public int compareTo(Due o) {
       int c = Long.compare(at, o.at);
-      return c != 0 ? c : id.compareTo(o.id);
+      return c != 0 ? c : Long.compare(token, o.token);
     }
   }
 
+  /** The snapshot's order of records: by key. */
+  private static final Comparator<Record> BY_KEY = Comparator.comparing(r -> r.id);
+
   private final Bounds bounds;
-  private final TreeMap<KeyId, Record> records = new TreeMap<>();
+  // The records by key. A hash map, not a sorted one: the snapshot's key order is made when a
+  // snapshot is written, off the apply thread, rather than kept on every acquire
+  // (docs/PERFORMANCE.md,
+  // "Keys: a hash map").
   private final Map<KeyId, Record> index = new HashMap<>();
   private final TreeSet<Due> expiry = new TreeSet<>();
   private long lastToken;
@@ -280,10 +291,10 @@ public final class KeyTable {
     boolean takeover = r != null;
     if (r == null) {
       long adding = 2L * (id.scope().length() + id.key().length()) + fingerprint.length;
-      if (records.size() >= capacity.maxRecords() || bytes + adding > capacity.maxBytes()) {
+      if (index.size() >= capacity.maxRecords() || bytes + adding > capacity.maxBytes()) {
         return new Acquisition.Full(
             "the key table is full ("
-                + records.size()
+                + index.size()
                 + " records, "
                 + bytes
                 + " bytes; at most "
@@ -293,17 +304,16 @@ public final class KeyTable {
                 + " bytes): retry after records expire");
       }
       r = new Record(id, fingerprint.clone());
-      records.put(id, r);
       index.put(id, r);
       bytes += r.footprint();
     } else {
-      expiry.remove(new Due(r.expiresAt(), id));
+      expiry.remove(new Due(r.expiresAt(), r.token, id));
     }
     lastToken = token;
     r.token = token;
     r.deadline = now + inProgressMs;
     r.retentionMs = retentionMs;
-    expiry.add(new Due(r.expiresAt(), id));
+    expiry.add(new Due(r.expiresAt(), r.token, id));
     return new Acquisition.Acquired(token, r.deadline, takeover);
   }
 
@@ -318,11 +328,11 @@ public final class KeyTable {
     if (r == null) {
       return fenced(id);
     }
-    expiry.remove(new Due(r.expiresAt(), id));
+    expiry.remove(new Due(r.expiresAt(), r.token, id));
     r.response = response.clone();
     bytes += response.length;
     r.completedAt = now;
-    expiry.add(new Due(r.expiresAt(), id));
+    expiry.add(new Due(r.expiresAt(), r.token, id));
     return new Settlement.Done(0);
   }
 
@@ -347,9 +357,9 @@ public final class KeyTable {
     if (r == null) {
       return fenced(id);
     }
-    expiry.remove(new Due(r.expiresAt(), id));
+    expiry.remove(new Due(r.expiresAt(), r.token, id));
     r.deadline = now + extensionMs;
-    expiry.add(new Due(r.expiresAt(), id));
+    expiry.add(new Due(r.expiresAt(), r.token, id));
     return new Settlement.Done(r.deadline);
   }
 
@@ -424,7 +434,6 @@ public final class KeyTable {
       Due d = expiry.pollFirst();
       Record r = index.get(d.id());
       if (r != null) {
-        records.remove(d.id());
         index.remove(d.id());
         bytes -= r.footprint();
         n++;
@@ -435,7 +444,7 @@ public final class KeyTable {
 
   /** How many records the table holds. */
   public int size() {
-    return records.size();
+    return index.size();
   }
 
   /** The bytes its records hold that callers chose (keys, fingerprints, responses). */
@@ -454,8 +463,7 @@ public final class KeyTable {
   }
 
   private void remove(Record r) {
-    expiry.remove(new Due(r.expiresAt(), r.id));
-    records.remove(r.id);
+    expiry.remove(new Due(r.expiresAt(), r.token, r.id));
     index.remove(r.id);
     bytes -= r.footprint();
   }
@@ -493,21 +501,22 @@ public final class KeyTable {
    * apply thread.
    */
   public Frozen freeze() {
-    Record[] copies = new Record[records.size()];
+    Record[] copies = new Record[index.size()];
     int i = 0;
-    for (Record r : records.values()) {
+    for (Record r : index.values()) {
       copies[i++] = r.copy();
     }
-    return new Frozen(bounds, lastToken, Arrays.asList(copies));
+    return new Frozen(bounds, lastToken, copies);
   }
 
   /** A table's state as of {@link #freeze}: it writes the table's snapshot. */
   public static final class Frozen {
     private final Bounds bounds;
     private final long lastToken;
-    private final List<Record> records;
+    private final Record[] records; // sorted by key on first use, by whichever thread writes
+    private boolean sorted;
 
-    private Frozen(Bounds bounds, long lastToken, List<Record> records) {
+    private Frozen(Bounds bounds, long lastToken, Record[] records) {
       this.bounds = bounds;
       this.lastToken = lastToken;
       this.records = records;
@@ -515,17 +524,28 @@ public final class KeyTable {
 
     /** The table's {@link KeyTable#digest} as it was when frozen. */
     public String digest() {
-      return digestOf(e -> write(e, bounds, lastToken, records));
+      List<Record> inOrder = inKeyOrder();
+      return digestOf(e -> write(e, bounds, lastToken, inOrder));
     }
 
     /** Writes the table's snapshot as {@link KeyTable#writeSnapshot} did when frozen. */
     public void writeSnapshot(OutputStream out) throws IOException {
-      write(new SnapshotEncoder(out::write), bounds, lastToken, records);
+      write(new SnapshotEncoder(out::write), bounds, lastToken, inKeyOrder());
+    }
+
+    private synchronized List<Record> inKeyOrder() {
+      if (!sorted) {
+        Arrays.sort(records, BY_KEY);
+        sorted = true;
+      }
+      return Arrays.asList(records);
     }
   }
 
   private void write(SnapshotEncoder e) throws IOException {
-    write(e, bounds, lastToken, records.values());
+    Record[] inOrder = index.values().toArray(new Record[0]);
+    Arrays.sort(inOrder, BY_KEY);
+    write(e, bounds, lastToken, Arrays.asList(inOrder));
   }
 
   private static void write(
@@ -579,6 +599,7 @@ public final class KeyTable {
       throw new SnapshotFormatException("negative record count " + n);
     }
     int maxChars = t.bounds.maxKeyChars() * 4; // UTF-8 bytes
+    KeyId previous = null;
     for (int i = 0; i < n; i++) {
       KeyId id = new KeyId(text(d, maxChars, "scope"), text(d, maxChars, "key"));
       Record r = new Record(id, d.getBytes(t.bounds.maxFingerprintBytes(), "fingerprint"));
@@ -592,13 +613,14 @@ public final class KeyTable {
           || r.token < 1
           || r.token > t.lastToken
           || r.retentionMs < 1
-          || t.records.containsKey(id)
-          || (!t.records.isEmpty() && t.records.lastKey().compareTo(id) >= 0)) {
+          || (previous != null && previous.compareTo(id) >= 0)) { // in key order, each once
         throw new SnapshotFormatException("bad key record " + i);
       }
-      t.records.put(id, r);
+      if (!t.expiry.add(new Due(r.expiresAt(), r.token, id))) {
+        throw new SnapshotFormatException("bad key record " + i + ": its token is another's");
+      }
+      previous = id;
       t.index.put(id, r);
-      t.expiry.add(new Due(r.expiresAt(), id));
       t.bytes += r.footprint();
     }
     d.verifyChecksum();

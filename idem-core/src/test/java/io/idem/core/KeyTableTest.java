@@ -10,6 +10,7 @@ import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /** Each transition of a key record, named by what it guarantees. */
@@ -176,6 +177,80 @@ class KeyTableTest {
     assertThatThrownBy(
             () -> KeyTable.readSnapshot(new ByteArrayInputStream(bytes, 0, bytes.length - 1)))
         .isInstanceOf(IOException.class);
+  }
+
+  @Test
+  void equalTablesWriteEqualSnapshotsInKeyOrderWhateverTheirHistory() throws IOException {
+    // Table a: three keys, acquired out of key order. Table b: the same three, with the same
+    // tokens and times, after 2,000 other keys came and went (its hash map grew and emptied).
+    KeyTable a = new KeyTable(KeyTable.Bounds.DEFAULTS);
+    KeyTable b = new KeyTable(KeyTable.Bounds.DEFAULTS);
+    long tk = 1;
+    for (int i = 0; i < 2_000; i++) {
+      KeyId gone = new KeyId("other", "k" + i);
+      b.acquire(gone, FP, MIN, DAY, tk, now);
+      assertThat(b.release(gone, tk++, now)).isEqualTo(new Settlement.Done(0));
+    }
+    for (String k : List.of("k3", "k1", "k2")) {
+      KeyId id = new KeyId("s", k);
+      a.acquire(id, FP, MIN, DAY, tk, now);
+      b.acquire(id, FP, MIN, DAY, tk, now);
+      if (!k.equals("k2")) {
+        a.complete(id, tk, utf8("r" + k), now);
+        b.complete(id, tk, utf8("r" + k), now);
+      }
+      tk++;
+    }
+    ByteArrayOutputStream fromA = new ByteArrayOutputStream();
+    a.writeSnapshot(fromA);
+    ByteArrayOutputStream fromB = new ByteArrayOutputStream();
+    b.freeze().writeSnapshot(fromB);
+    assertThat(fromB.toByteArray()).isEqualTo(fromA.toByteArray());
+    assertThat(b.freeze().digest()).isEqualTo(a.digest()).isEqualTo(b.digest());
+    // The reader accepts only key order: the bytes hold s/k1, s/k2, s/k3 in that order.
+    String text = new String(fromA.toByteArray(), StandardCharsets.ISO_8859_1);
+    assertThat(text.indexOf("k1")).isLessThan(text.indexOf("k2"));
+    assertThat(text.indexOf("k2")).isLessThan(text.indexOf("k3"));
+    assertThat(KeyTable.readSnapshot(new ByteArrayInputStream(fromA.toByteArray())).digest())
+        .isEqualTo(a.digest());
+  }
+
+  @Test
+  void aSnapshotWhoseRecordsShareATokenOrLeaveKeyOrderIsRefused() throws IOException {
+    assertThatThrownBy(() -> KeyTable.readSnapshot(snapshotOf("a", 5, "b", 5)))
+        .isInstanceOf(SnapshotFormatException.class)
+        .hasMessageContaining("token");
+    assertThatThrownBy(() -> KeyTable.readSnapshot(snapshotOf("b", 5, "a", 6)))
+        .isInstanceOf(SnapshotFormatException.class);
+    assertThat(KeyTable.readSnapshot(snapshotOf("a", 5, "b", 6)).size()).isEqualTo(2);
+  }
+
+  /** A key table snapshot of two in-progress records, written field by field as the table does. */
+  private static ByteArrayInputStream snapshotOf(String k1, long t1, String k2, long t2)
+      throws IOException {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    SnapshotEncoder e = new SnapshotEncoder(out::write);
+    KeyTable.Bounds b = KeyTable.Bounds.DEFAULTS;
+    e.putInt(0x49444b59);
+    e.putInt(KeyTable.SNAPSHOT_VERSION);
+    e.putInt(b.maxKeyChars());
+    e.putInt(b.maxFingerprintBytes());
+    e.putInt(b.maxResponseBytes());
+    e.putLong(b.maxRetentionMs());
+    e.putLong(Math.max(t1, t2));
+    e.putInt(2);
+    for (Object[] r : new Object[][] {{k1, t1}, {k2, t2}}) {
+      e.putBytes(utf8("s"));
+      e.putBytes(utf8((String) r[0]));
+      e.putBytes(FP);
+      e.putLong((Long) r[1]);
+      e.putLong(1_000_000); // deadline
+      e.putLong(DAY); // retention
+      e.putLong(0); // completed at
+      e.putBytes(null); // response: in progress
+    }
+    e.finish();
+    return new ByteArrayInputStream(out.toByteArray());
   }
 
   @Test
