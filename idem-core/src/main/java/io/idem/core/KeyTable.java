@@ -35,7 +35,7 @@ import java.util.TreeSet;
  * <p>Determinism: time is the caller's log time, and tokens are supplied by the caller from the log
  * (the server uses the command's log position), so every replica decides the same and a token is
  * strictly greater than every token handed out before it, for any key, across failovers, restarts
- * and snapshots. Records are kept in key order, so snapshots and digests are canonical.
+ * and snapshots. Snapshots and digests list the records in key order, so they are canonical.
  *
  * <p>Validate, then commit does not apply here: every operation decides and commits in one step,
  * and a refusal changes nothing. Not thread-safe: the state machine applies the log on one thread.
@@ -220,9 +220,8 @@ public final class KeyTable {
   private static final Comparator<Record> BY_KEY = Comparator.comparing(r -> r.id);
 
   private final Bounds bounds;
-  // The records by key. A hash map, not a sorted one: the snapshot's key order is made when a
-  // snapshot is written, off the apply thread, rather than kept on every acquire
-  // (docs/PERFORMANCE.md,
+  // The records by key: a hash map, not a sorted one. The snapshot's key order is made when a
+  // snapshot is written, off the apply thread, not kept on every acquire (docs/PERFORMANCE.md,
   // "Keys: a hash map").
   private final Map<KeyId, Record> index = new HashMap<>();
   private final TreeSet<Due> expiry = new TreeSet<>();
@@ -616,12 +615,22 @@ public final class KeyTable {
           || (previous != null && previous.compareTo(id) >= 0)) { // in key order, each once
         throw new SnapshotFormatException("bad key record " + i);
       }
-      if (!t.expiry.add(new Due(r.expiresAt(), r.token, id))) {
-        throw new SnapshotFormatException("bad key record " + i + ": its token is another's");
-      }
       previous = id;
       t.index.put(id, r);
+      t.expiry.add(new Due(r.expiresAt(), r.token, id));
       t.bytes += r.footprint();
+    }
+    // The expiry index tells records apart by token: no two may share one.
+    long[] tokens = new long[t.index.size()];
+    int at = 0;
+    for (Record r : t.index.values()) {
+      tokens[at++] = r.token;
+    }
+    Arrays.sort(tokens);
+    for (int i = 1; i < tokens.length; i++) {
+      if (tokens[i] == tokens[i - 1]) {
+        throw new SnapshotFormatException("two key records hold token " + tokens[i]);
+      }
     }
     d.verifyChecksum();
     return t;

@@ -217,17 +217,26 @@ class KeyTableTest {
 
   @Test
   void aSnapshotWhoseRecordsShareATokenOrLeaveKeyOrderIsRefused() throws IOException {
-    assertThatThrownBy(() -> KeyTable.readSnapshot(snapshotOf("a", 5, "b", 5)))
+    assertThatThrownBy(
+            () -> KeyTable.readSnapshot(snapshotOf("a", 5, 1_000_000, "b", 5, 1_000_000)))
         .isInstanceOf(SnapshotFormatException.class)
-        .hasMessageContaining("token");
-    assertThatThrownBy(() -> KeyTable.readSnapshot(snapshotOf("b", 5, "a", 6)))
+        .hasMessageContaining("token 5");
+    // The same token with different expiry times too (the index would tell them apart, and lose
+    // one at the next equal time).
+    assertThatThrownBy(
+            () -> KeyTable.readSnapshot(snapshotOf("a", 5, 1_000_000, "b", 5, 2_000_000)))
+        .isInstanceOf(SnapshotFormatException.class)
+        .hasMessageContaining("token 5");
+    assertThatThrownBy(
+            () -> KeyTable.readSnapshot(snapshotOf("b", 5, 1_000_000, "a", 6, 1_000_000)))
         .isInstanceOf(SnapshotFormatException.class);
-    assertThat(KeyTable.readSnapshot(snapshotOf("a", 5, "b", 6)).size()).isEqualTo(2);
+    assertThat(KeyTable.readSnapshot(snapshotOf("a", 5, 1_000_000, "b", 6, 1_000_000)).size())
+        .isEqualTo(2);
   }
 
   /** A key table snapshot of two in-progress records, written field by field as the table does. */
-  private static ByteArrayInputStream snapshotOf(String k1, long t1, String k2, long t2)
-      throws IOException {
+  private static ByteArrayInputStream snapshotOf(
+      String k1, long t1, long deadline1, String k2, long t2, long deadline2) throws IOException {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     SnapshotEncoder e = new SnapshotEncoder(out::write);
     KeyTable.Bounds b = KeyTable.Bounds.DEFAULTS;
@@ -239,12 +248,12 @@ class KeyTableTest {
     e.putLong(b.maxRetentionMs());
     e.putLong(Math.max(t1, t2));
     e.putInt(2);
-    for (Object[] r : new Object[][] {{k1, t1}, {k2, t2}}) {
+    for (Object[] r : new Object[][] {{k1, t1, deadline1}, {k2, t2, deadline2}}) {
       e.putBytes(utf8("s"));
       e.putBytes(utf8((String) r[0]));
       e.putBytes(FP);
       e.putLong((Long) r[1]);
-      e.putLong(1_000_000); // deadline
+      e.putLong((Long) r[2]); // deadline
       e.putLong(DAY); // retention
       e.putLong(0); // completed at
       e.putBytes(null); // response: in progress

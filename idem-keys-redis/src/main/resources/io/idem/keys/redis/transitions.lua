@@ -21,12 +21,15 @@
 -- four big-endian doubles (token, deadline ms, retention ms, completion ms, 0 while in progress),
 -- the fingerprint and the acquire's attempt id (each a 16-bit length and its bytes), and then, once
 -- completed, the response to the end. One GET reads it and one SET ... PX writes it with its expiry:
--- a hash took HMGET, HSET and PEXPIRE, and cost Redis about 40% more per transition
--- (docs/PERFORMANCE.md, "Packed records"). Doubles hold every token and time exactly (below 2^53).
+-- a hash took HMGET, HSET and PEXPIRE, and cost Redis 15-29% more per keyed operation in the
+-- keys bench (docs/PERFORMANCE.md, "Packed records"). Doubles hold every token and time exactly (below 2^53).
 local OWNED, DONE = 1, 2
 local HEAD = '>BddddHc0Hc0'
 
 local function pack(state, token, deadline, retention, completed, fingerprint, attempt)
+  if #fingerprint > 65535 or #attempt > 65535 then
+    error('ERR a fingerprint or attempt id longer than 65535 bytes does not fit a key record')
+  end
   return struct.pack(HEAD, state, token, deadline, retention, completed, #fingerprint,
     fingerprint, #attempt, attempt)
 end
@@ -53,7 +56,7 @@ local function read(record)
   end
   local state, token, deadline, retention, completed, fingerprint, attempt, at =
     struct.unpack(HEAD, s)
-  if state ~= OWNED and state ~= DONE then
+  if (state ~= OWNED and state ~= DONE) or token < 1 or retention < 1 then
     error('ERR ' .. record .. ' holds a string that is not a key record')
   end
   local response = nil

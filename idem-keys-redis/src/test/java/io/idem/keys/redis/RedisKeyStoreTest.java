@@ -354,7 +354,10 @@ class RedisKeyStoreTest extends KeyStoreContract {
   void aStringThatIsNotARecordFailsEveryCallAndIsLeftAsItIs() {
     IdempotencyKey k = key("foreign-string");
     String name = new String(store.recordKey(k), StandardCharsets.UTF_8);
-    for (String foreign : List.of("x", "not a key record, but long enough to unpack")) {
+    // Short; long enough to unpack but with a layout byte of no record; a layout byte of a
+    // record followed by zeros (token 0, retention 0).
+    for (String foreign :
+        List.of("x", "not a key record, but long enough to unpack", "\u0001" + "\0".repeat(36))) {
       redis().set(name, foreign, io.lettuce.core.SetArgs.Builder.ex(3600));
       assertThatThrownBy(() -> join(store.acquire(k, FP, LONG, HOUR)))
           .as(foreign)
@@ -371,28 +374,9 @@ class RedisKeyStoreTest extends KeyStoreContract {
   @Test
   void recordsAnEarlierVersionWroteAsHashesAreReadAndReplacedByTheNextWrite() {
     long now = Long.parseLong(redis().time().get(0)) * 1000;
-    // Completed, as the store wrote it before records were packed: fields f, t, d, r, a, v, c.
+    // Completed, as the store wrote records before they were packed: fields f, t, d, r, a, v, c.
     IdempotencyKey done = key("hash-completed");
-    String doneName = new String(store.recordKey(done), StandardCharsets.UTF_8);
-    redis()
-        .hset(
-            doneName,
-            java.util.Map.of(
-                "f",
-                "",
-                "t",
-                "41",
-                "d",
-                Long.toString(now),
-                "r",
-                "3600000",
-                "a",
-                "old:1",
-                "v",
-                "paid",
-                "c",
-                Long.toString(now)));
-    redis().expire(doneName, 3600);
+    String doneName = hashRecord(done, 41, now, "paid", now);
     assertThat(join(store.acquire(done, Fingerprint.none(), LONG, HOUR)))
         .isEqualTo(new Acquisition.Completed(utf8("paid")));
     assertThat(join(store.acquire(done, FP, LONG, HOUR))).isEqualTo(new Acquisition.Mismatch());
@@ -402,26 +386,12 @@ class RedisKeyStoreTest extends KeyStoreContract {
     assertThat(shown.response()).isEqualTo(utf8("paid"));
     assertThat(redis().type(doneName)).isEqualTo("hash"); // reads leave it as it is
 
-    // In progress, its owner (token 42) past its deadline: taken over, then fenced.
+    // In progress, its owner (token 42) past its deadline and not taken over: it renews, which
+    // rewrites the record packed, and completes.
     IdempotencyKey held = key("hash-in-progress");
-    String heldName = new String(store.recordKey(held), StandardCharsets.UTF_8);
-    redis()
-        .hset(
-            heldName,
-            java.util.Map.of(
-                "f",
-                "",
-                "t",
-                "42",
-                "d",
-                Long.toString(now - 60_000),
-                "r",
-                "3600000",
-                "a",
-                "old:2"));
-    redis().expire(heldName, 3600);
+    String heldName = hashRecord(held, 42, now - 60_000, null, 0);
     assertThat(join(store.renew(held, 42, LONG))).isInstanceOf(Settlement.Done.class);
-    assertThat(redis().type(heldName)).isEqualTo("string"); // rewritten packed by the renewal
+    assertThat(redis().type(heldName)).isEqualTo("string");
     assertThat(join(store.show(held)).orElseThrow().token()).isEqualTo(42);
     assertThat(join(store.acquire(held, Fingerprint.none(), LONG, HOUR)))
         .isInstanceOf(Acquisition.InProgress.class);
@@ -430,30 +400,37 @@ class RedisKeyStoreTest extends KeyStoreContract {
     assertThat(join(store.acquire(held, Fingerprint.none(), LONG, HOUR)))
         .isEqualTo(new Acquisition.Completed(utf8("late-but-owner")));
 
-    // In progress and past its deadline, never rewritten: the next acquire takes it over.
+    // In progress and past its deadline: the next acquire takes it over, and fences its owner.
     IdempotencyKey stale = key("hash-stale");
-    String staleName = new String(store.recordKey(stale), StandardCharsets.UTF_8);
-    redis()
-        .hset(
-            staleName,
-            java.util.Map.of(
-                "f",
-                "",
-                "t",
-                "43",
-                "d",
-                Long.toString(now - 60_000),
-                "r",
-                "3600000",
-                "a",
-                "old:3"));
-    redis().expire(staleName, 3600);
+    String staleName = hashRecord(stale, 43, now - 60_000, null, 0);
     Acquisition.Acquired over =
         (Acquisition.Acquired) join(store.acquire(stale, Fingerprint.none(), LONG, HOUR));
     assertThat(over.token()).isGreaterThan(43);
     assertThat(join(store.complete(stale, 43, utf8("stale"))))
         .isEqualTo(new Settlement.Fenced(over.token()));
     assertThat(redis().type(staleName)).isEqualTo("string");
+  }
+
+  /**
+   * Writes {@code k}'s record as a hash, as the store did before records were packed (no
+   * fingerprint, retention an hour, kept an hour); completed if {@code response} is not null.
+   */
+  private String hashRecord(
+      IdempotencyKey k, long token, long deadlineMs, String response, long completedAtMs) {
+    String name = new String(store.recordKey(k), StandardCharsets.UTF_8);
+    java.util.Map<String, String> fields = new java.util.HashMap<>();
+    fields.put("f", "");
+    fields.put("t", Long.toString(token));
+    fields.put("d", Long.toString(deadlineMs));
+    fields.put("r", "3600000");
+    fields.put("a", "old:" + token);
+    if (response != null) {
+      fields.put("v", response);
+      fields.put("c", Long.toString(completedAtMs));
+    }
+    redis().hset(name, fields);
+    redis().expire(name, 3600);
+    return name;
   }
 
   @Test
