@@ -223,7 +223,7 @@ public final class KeyTable {
   // The records by key: a hash map, not a sorted one. The snapshot's key order is made when a
   // snapshot is written, off the apply thread, not kept on every acquire (docs/PERFORMANCE.md,
   // "Keys: a hash map").
-  private final Map<KeyId, Record> index = new HashMap<>();
+  private final Map<KeyId, Record> records = new HashMap<>();
   private final TreeSet<Due> expiry = new TreeSet<>();
   private long lastToken;
   private long bytes; // the sum of the records' footprints
@@ -277,7 +277,7 @@ public final class KeyTable {
       throw new IllegalArgumentException("token " + token + " after " + lastToken);
     }
     expire(now);
-    Record r = index.get(id);
+    Record r = records.get(id);
     if (r != null && !Arrays.equals(r.fingerprint, fingerprint)) {
       return new Acquisition.Mismatch();
     }
@@ -290,10 +290,10 @@ public final class KeyTable {
     boolean takeover = r != null;
     if (r == null) {
       long adding = 2L * (id.scope().length() + id.key().length()) + fingerprint.length;
-      if (index.size() >= capacity.maxRecords() || bytes + adding > capacity.maxBytes()) {
+      if (records.size() >= capacity.maxRecords() || bytes + adding > capacity.maxBytes()) {
         return new Acquisition.Full(
             "the key table is full ("
-                + index.size()
+                + records.size()
                 + " records, "
                 + bytes
                 + " bytes; at most "
@@ -303,7 +303,7 @@ public final class KeyTable {
                 + " bytes): retry after records expire");
       }
       r = new Record(id, fingerprint.clone());
-      index.put(id, r);
+      records.put(id, r);
       bytes += r.footprint();
     } else {
       expiry.remove(new Due(r.expiresAt(), r.token, id));
@@ -368,7 +368,7 @@ public final class KeyTable {
    * from a stale owner and must be refused.
    */
   public long currentToken(KeyId id) {
-    Record r = index.get(id);
+    Record r = records.get(id);
     return r == null ? 0 : r.token;
   }
 
@@ -397,7 +397,7 @@ public final class KeyTable {
    * or its retention ended before {@code now} (due, though not yet dropped).
    */
   public Optional<View> view(KeyId id, long now) {
-    Record r = index.get(id);
+    Record r = records.get(id);
     if (r == null || r.expiresAt() < now) {
       return Optional.empty();
     }
@@ -422,7 +422,7 @@ public final class KeyTable {
    * condition under which a fenced write goes through. False without a record.
    */
   public boolean holds(KeyId id, long token) {
-    Record r = index.get(id);
+    Record r = records.get(id);
     return r != null && r.token == token;
   }
 
@@ -431,9 +431,9 @@ public final class KeyTable {
     int n = 0;
     while (!expiry.isEmpty() && expiry.first().at() < now) {
       Due d = expiry.pollFirst();
-      Record r = index.get(d.id());
+      Record r = records.get(d.id());
       if (r != null) {
-        index.remove(d.id());
+        records.remove(d.id());
         bytes -= r.footprint();
         n++;
       }
@@ -443,7 +443,7 @@ public final class KeyTable {
 
   /** How many records the table holds. */
   public int size() {
-    return index.size();
+    return records.size();
   }
 
   /** The bytes its records hold that callers chose (keys, fingerprints, responses). */
@@ -452,18 +452,18 @@ public final class KeyTable {
   }
 
   private Record owned(KeyId id, long token) {
-    Record r = index.get(id);
+    Record r = records.get(id);
     return r != null && r.response == null && r.token == token ? r : null;
   }
 
   private Settlement fenced(KeyId id) {
-    Record r = index.get(id);
+    Record r = records.get(id);
     return new Settlement.Fenced(r == null || r.response != null ? 0 : r.token);
   }
 
   private void remove(Record r) {
     expiry.remove(new Due(r.expiresAt(), r.token, r.id));
-    index.remove(r.id);
+    records.remove(r.id);
     bytes -= r.footprint();
   }
 
@@ -500,9 +500,9 @@ public final class KeyTable {
    * apply thread.
    */
   public Frozen freeze() {
-    Record[] copies = new Record[index.size()];
+    Record[] copies = new Record[records.size()];
     int i = 0;
-    for (Record r : index.values()) {
+    for (Record r : records.values()) {
       copies[i++] = r.copy();
     }
     return new Frozen(bounds, lastToken, copies);
@@ -542,7 +542,7 @@ public final class KeyTable {
   }
 
   private void write(SnapshotEncoder e) throws IOException {
-    Record[] inOrder = index.values().toArray(new Record[0]);
+    Record[] inOrder = records.values().toArray(new Record[0]);
     Arrays.sort(inOrder, BY_KEY);
     write(e, bounds, lastToken, Arrays.asList(inOrder));
   }
@@ -616,14 +616,14 @@ public final class KeyTable {
         throw new SnapshotFormatException("bad key record " + i);
       }
       previous = id;
-      t.index.put(id, r);
+      t.records.put(id, r);
       t.expiry.add(new Due(r.expiresAt(), r.token, id));
       t.bytes += r.footprint();
     }
     // The expiry index tells records apart by token: no two may share one.
-    long[] tokens = new long[t.index.size()];
+    long[] tokens = new long[t.records.size()];
     int at = 0;
-    for (Record r : t.index.values()) {
+    for (Record r : t.records.values()) {
       tokens[at++] = r.token;
     }
     Arrays.sort(tokens);
