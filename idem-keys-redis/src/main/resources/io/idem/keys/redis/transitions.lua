@@ -22,7 +22,8 @@
 -- the fingerprint and the acquire's attempt id (each a 16-bit length and its bytes), and then, once
 -- completed, the response to the end. One GET reads it and one SET ... PX writes it with its expiry:
 -- a hash took HMGET, HSET and PEXPIRE, and cost Redis 15-29% more per keyed operation in the
--- keys bench (docs/PERFORMANCE.md, "Packed records"). Doubles hold every token and time exactly (below 2^53).
+-- keys bench (docs/PERFORMANCE.md, "Packed records"). Doubles hold every token and time exactly
+-- (below 2^53).
 local OWNED, DONE = 1, 2
 local HEAD = '>BddddHc0Hc0'
 
