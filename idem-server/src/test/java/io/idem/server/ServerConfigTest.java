@@ -4,6 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.apache.ratis.conf.RaftProperties;
+import org.apache.ratis.server.RaftServerConfigKeys;
 import org.junit.jupiter.api.Test;
 import picocli.CommandLine;
 
@@ -23,6 +26,14 @@ class ServerConfigTest {
     assertThat(proxied.self().clientAddress())
         .as("what clients are told")
         .isEqualTo("127.0.0.1:7011");
+  }
+
+  @Test
+  void ratisKeepsRepliesOnlyBrieflyBecauseIdemNeverRetriesACallId() {
+    // A retry cache of Ratis's default 60 s held a minute of every entry's outcomes on the leader.
+    RaftProperties p = RaftNode.properties(ServerConfig.builder().id("n1").peers(PEERS).build());
+    assertThat(RaftServerConfigKeys.RetryCache.expiryTime(p).toLong(TimeUnit.MILLISECONDS))
+        .isEqualTo(1_000);
   }
 
   @Test
