@@ -23,14 +23,15 @@ import org.apache.ratis.util.TimeDuration;
  * Ratis ships, {@code ratis-metrics-default}, times with Dropwizard timers whose exponentially
  * decaying reservoir puts every sample into a {@code ConcurrentSkipListMap}: 5-6% of each server's
  * CPU samples under the keys workload, on every append, flush and reply (docs/PERFORMANCE.md,
- * "Ratis's metrics, lean").
+ * "Ratis's metrics lean, its retry cache short").
  *
  * <p>Idem reads none of those histograms: its own metrics are in {@link ServerMetrics}, on the
  * admin port. So a timer here keeps a count and a total ({@link LongAdder}s), a counter a {@link
- * LongAdder}, and a gauge its supplier. Ratis reads its counters back ({@link
- * LongCounter#getCount}) and gets the same values as from Dropwizard's. Reporters registered with
- * {@link #addReporterRegistration} see every registry created or removed, as with the default;
- * there is no JMX or console reporter.
+ * LongAdder} ({@link LongCounter#getCount} answers what Dropwizard's would), and a gauge its
+ * supplier. A gauge registered again under the same name replaces the first (Dropwizard keeps the
+ * first): the newer supplier is the one whose component is alive. Reporters registered with {@link
+ * #addReporterRegistration} see every registry created or removed, as with the default; there is no
+ * JMX or console reporter.
  */
 public final class RatisMetricRegistries extends MetricRegistries {
   private final Map<MetricRegistryInfo, Registry> registries = new ConcurrentHashMap<>();

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.ServiceLoader;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
 import org.apache.ratis.metrics.MetricRegistries;
@@ -26,6 +27,11 @@ class RatisMetricRegistriesTest {
   @Test
   void ratisLoadsTheLeanRegistriesAndItsOwnMetricsWorkOnThem() {
     assertThat(MetricRegistries.global()).isInstanceOf(RatisMetricRegistries.class);
+    // With a second provider (ratis-metrics-default back on the classpath) Ratis would take
+    // whichever the class path lists first.
+    assertThat(
+            ServiceLoader.load(MetricRegistries.class).stream().map(ServiceLoader.Provider::type))
+        .containsExactly(RatisMetricRegistries.class);
 
     RaftGroupMemberId member =
         RaftGroupMemberId.valueOf(RaftPeerId.valueOf("n9"), RaftGroupId.randomId());
