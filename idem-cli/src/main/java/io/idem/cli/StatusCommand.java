@@ -17,7 +17,7 @@ final class StatusCommand implements Callable<Integer> {
   @Override
   public Integer call() {
     int reachable = 0;
-    String format = "%-6s %-10s %6s %-8s %10s %9s %11s %6s %7s %12s  %s%n";
+    String format = "%-6s %-10s %6s %-8s %10s %9s %11s %8s %12s %7s %12s  %s%n";
     System.out.printf(
         format,
         "node",
@@ -27,7 +27,8 @@ final class StatusCommand implements Callable<Integer> {
         "applied",
         "sessions",
         "duplicates",
-        "keys",
+        "kv keys",
+        "key records",
         "leases",
         "cmds/entry",
         "digest@snapshot");
@@ -59,6 +60,7 @@ final class StatusCommand implements Callable<Integer> {
             s.liveSessions(),
             s.duplicatesSuppressed(),
             s.keys(),
+            s.keyRecords(),
             s.leases(),
             perEntry,
             s.digestIndex() == 0

@@ -14,7 +14,7 @@ import java.util.List;
  * @param logTimeMs log time: the leaders' clocks as stamped into the log
  * @param liveSessions sessions in the replicated table
  * @param duplicatesSuppressed retried requests answered from saved answers, never re-applied
- * @param keys keys in the store
+ * @param keys keys in the KV store
  * @param leases live leases
  * @param members the cluster's members
  * @param digest a digest of the replicated state at {@code digestIndex}; empty before the server's
@@ -25,6 +25,8 @@ import java.util.List;
  * @param commandsAppended commands in those entries
  * @param logStartIndex the first index still in this server's log
  * @param config the replicated configuration this server applied
+ * @param keyRecords idempotency-key records in the replicated key table, in progress or completed
+ *     (0 from servers older than the field)
  */
 public record ClusterStatus(
     String id,
@@ -44,7 +46,8 @@ public record ClusterStatus(
     long entriesAppended,
     long commandsAppended,
     long logStartIndex,
-    ClusterConfig config) {
+    ClusterConfig config,
+    long keyRecords) {
 
   /**
    * A member of the cluster.

@@ -747,7 +747,8 @@ public final class IdemClient implements AutoCloseable {
             s.getSessions().getMaxSessions(),
             s.getSessions().getMaxTtlMs(),
             s.getSessions().getMaxNameChars(),
-            s.getConfigRevision()));
+            s.getConfigRevision()),
+        s.getKeyRecords());
   }
 
   /**

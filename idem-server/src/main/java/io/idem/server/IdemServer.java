@@ -303,6 +303,7 @@ public final class IdemServer implements AutoCloseable {
                 .setLiveSessions(s.sessions.size())
                 .setDuplicatesSuppressed(s.duplicatesSuppressed())
                 .setKeys(s.kv.size())
+                .setKeyRecords(s.keys.size())
                 .setLeases(s.leases.size())
                 .setLogTimeMs(s.clock())
                 .setLimits(s.configuration.current().limitsProto())

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.idem.client.ClusterStatus;
 import io.idem.client.IdemClient;
 import io.idem.testkit.LocalCluster;
 import java.net.URI;
@@ -117,6 +118,16 @@ class AdminEndpointTest {
     assertThat(sample(m, "idem_apply_seconds_count", node)).isPositive();
     assertThat(sample(m, "idem_entry_commands_count", node)).isPositive();
     assertThat(m).contains("# TYPE idem_apply_seconds histogram");
+  }
+
+  @Test
+  void theStatusReplyCountsKvKeysAndKeyRecordsApart() {
+    try (IdemClient c = IdemClient.builder().servers(cluster.clientAddress(leader)).build()) {
+      ClusterStatus s = c.status();
+      assertThat(s.id()).isEqualTo("n" + (leader + 1));
+      assertThat(s.keys()).as("k0..k4 and n").isEqualTo(6);
+      assertThat(s.keyRecords()).as("tenant/order-1").isEqualTo(1);
+    }
   }
 
   @Test
