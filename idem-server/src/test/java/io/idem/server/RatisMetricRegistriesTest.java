@@ -3,6 +3,9 @@ package io.idem.server;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.idem.server.RatisMetricRegistries.Counter;
+import io.idem.server.RatisMetricRegistries.Gauge;
+import io.idem.server.RatisMetricRegistries.Timer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.ServiceLoader;
@@ -50,23 +53,17 @@ class RatisMetricRegistriesTest {
       assertThat(MetricRegistries.global().get(registry.getMetricRegistryInfo()))
           .containsSame(registry);
       assertThat(
-              ((RatisMetricRegistries.Counter)
-                      registry.metric(SegmentedRaftLogMetrics.RAFT_LOG_CACHE_HIT_COUNT))
+              metric(registry, SegmentedRaftLogMetrics.RAFT_LOG_CACHE_HIT_COUNT, Counter.class)
                   .getCount())
           .isEqualTo(2);
       assertThat(
-              ((RatisMetricRegistries.Counter)
-                      registry.metric(SegmentedRaftLogMetrics.RAFT_LOG_FLUSH_COUNT))
+              metric(registry, SegmentedRaftLogMetrics.RAFT_LOG_FLUSH_COUNT, Counter.class)
                   .getCount())
           .isEqualTo(1);
-      assertThat(
-              ((RatisMetricRegistries.Timer)
-                      registry.metric(SegmentedRaftLogMetrics.RAFT_LOG_FLUSH_TIME))
-                  .count())
+      assertThat(metric(registry, SegmentedRaftLogMetrics.RAFT_LOG_FLUSH_TIME, Timer.class).count())
           .isEqualTo(1);
       assertThat(
-              ((RatisMetricRegistries.Gauge)
-                      registry.metric(SegmentedRaftLogMetrics.RAFT_LOG_SYNC_BATCH_SIZE))
+              metric(registry, SegmentedRaftLogMetrics.RAFT_LOG_SYNC_BATCH_SIZE, Gauge.class)
                   .value()
                   .get())
           .isEqualTo(7);
@@ -75,6 +72,12 @@ class RatisMetricRegistriesTest {
     }
     assertThat(MetricRegistries.global().get(metrics.getRegistry().getMetricRegistryInfo()))
         .isEmpty();
+  }
+
+  /** The metric of that name in {@code r}, of that type (a failed assertion if absent or other). */
+  static <M> M metric(RatisMetricRegistries.Registry r, String name, Class<M> type) {
+    assertThat(r.metric(name)).as(name).isInstanceOf(type);
+    return type.cast(r.metric(name));
   }
 
   @Test
@@ -142,8 +145,7 @@ class RatisMetricRegistriesTest {
 
     AtomicInteger reads = new AtomicInteger();
     r.gauge("g", () -> reads::incrementAndGet);
-    RatisMetricRegistries.Gauge g =
-        (RatisMetricRegistries.Gauge) ((RatisMetricRegistries.Registry) r).metric("g");
+    RatisMetricRegistries.Gauge g = metric((RatisMetricRegistries.Registry) r, "g", Gauge.class);
     assertThat(g.value().get()).isEqualTo(1);
     assertThat(g.value().get()).isEqualTo(2);
   }
