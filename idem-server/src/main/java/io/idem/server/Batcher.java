@@ -253,8 +253,15 @@ final class Batcher implements AutoCloseable {
       }
       return;
     }
-    for (int i = 0; i < batch.size(); i++) {
-      batch.get(i).result().complete(result.getResults(i));
+    // The commands' answers leave together: a stream that takes batches sends its answers of this
+    // entry in one frame when the round closes.
+    AnswerRound round = AnswerRound.open();
+    try {
+      for (int i = 0; i < batch.size(); i++) {
+        batch.get(i).result().complete(result.getResults(i));
+      }
+    } finally {
+      round.close();
     }
     for (CompletableFuture<Void> b : next.barriers()) {
       b.complete(null);

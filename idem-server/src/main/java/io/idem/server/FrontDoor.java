@@ -30,6 +30,8 @@ import io.idem.proto.StatusReply;
 import io.idem.proto.StatusRequest;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.TimeUnit;
@@ -241,8 +243,13 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
         .build();
   }
 
-  /** One session's stream: a Hello, then requests and keep-alives. */
-  private final class SessionStream implements StreamObserver<ClientFrame> {
+  /**
+   * One session's stream: a Hello, then requests and keep-alives. If the Hello set {@code batches},
+   * the answers that one {@link AnswerRound} hands out are kept and leave in one frame when it
+   * closes; every other frame first sends what is kept, so the stream's order stays the order in
+   * which its answers were given.
+   */
+  private final class SessionStream implements StreamObserver<ClientFrame>, AnswerRound.Member {
     private final ServerCallStreamObserver<ServerFrame> out;
 
     /** The caller's certificate subject, or null: the session must be bound to it or to none. */
@@ -256,6 +263,9 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
 
     /** Whether the client half-closed: the stream ends once nothing is owed (or after a bound). */
     private boolean halfClosed;
+
+    /** Answers kept during the current round (a client that takes batches); guarded by this. */
+    private final List<ServerFrame> kept = new ArrayList<>();
 
     SessionStream(ServerCallStreamObserver<ServerFrame> out, String principal) {
       this.out = out;
@@ -364,7 +374,7 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
 
     private void answer(CommandResult result, Throwable error, long seq) {
       if (error == null) {
-        send(result.getFrame());
+        sendAnswer(result.getFrame());
         return;
       }
       Code code = failureCode(error);
@@ -400,13 +410,46 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       finish();
     }
 
+    /**
+     * Keeps an answer for the round open on this thread, if any and if the client takes batches.
+     */
+    private void sendAnswer(ServerFrame f) {
+      synchronized (this) {
+        if (hello.getBatches() && !done && (!kept.isEmpty() || AnswerRound.join(this))) {
+          kept.add(f);
+          return;
+        }
+      }
+      send(f);
+    }
+
+    @Override
+    public synchronized void flush() {
+      sendKept();
+    }
+
+    /** Sends the kept answers: one frame, a batch if there are several. Under the lock. */
+    private void sendKept() {
+      if (kept.isEmpty()) {
+        return;
+      }
+      ServerFrame f =
+          kept.size() == 1 ? kept.get(0) : ServerFrame.newBuilder().addAllBatch(kept).build();
+      kept.clear();
+      if (!done && !out.isCancelled()) {
+        out.onNext(f);
+      }
+    }
+
     private synchronized void send(ServerFrame f) {
+      sendKept();
       if (!done && !out.isCancelled()) {
         out.onNext(f);
       }
     }
 
     private synchronized void finish() {
+      sendKept();
       if (!done) {
         done = true;
         if (!out.isCancelled()) {

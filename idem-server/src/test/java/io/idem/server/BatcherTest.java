@@ -149,6 +149,41 @@ class BatcherTest {
   }
 
   @Test
+  void theAnswersOfAnEntryAreHandedOutInOneRoundThatClosesAfterTheLast() throws Exception {
+    Batcher b = batcher(4096, 1 << 20, 1000, 60_000);
+    CompletableFuture<CommandResult> first = b.submit(cmd(1));
+    HandLog.Appended e1 = log.next();
+    List<String> seen = java.util.Collections.synchronizedList(new ArrayList<>());
+    List<CompletableFuture<CommandResult>> later = new ArrayList<>();
+    for (long id = 2; id <= 4; id++) {
+      CompletableFuture<CommandResult> f = b.submit(cmd(id));
+      long me = id;
+      // What a session stream does with an answer: keep it if a round is open on this thread.
+      f.whenComplete(
+          (r, e) -> {
+            boolean joined = AnswerRound.join(() -> seen.add("flush " + me));
+            seen.add("answer " + me + (joined ? " kept" : " alone"));
+          });
+      later.add(f);
+    }
+    e1.answer();
+    first.get(10, TimeUnit.SECONDS);
+    log.next().answer();
+    for (CompletableFuture<CommandResult> f : later) {
+      f.get(10, TimeUnit.SECONDS);
+    }
+    // The round closes after the last answer of the entry, then flushes in the order joined.
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (seen.size() < 6 && System.nanoTime() < deadline) {
+      Thread.sleep(5);
+    }
+    assertThat(seen)
+        .containsExactly(
+            "answer 2 kept", "answer 3 kept", "answer 4 kept", "flush 2", "flush 3", "flush 4");
+    assertThat(AnswerRound.join(() -> {})).as("no round open on the test's thread").isFalse();
+  }
+
+  @Test
   void aReadBarrierWaitsForAnEntryAppendedAfterIt() throws Exception {
     Batcher b = batcher(4096, 1 << 20, 1000, 60_000);
     b.submit(cmd(1));

@@ -90,6 +90,14 @@ public final class RawSession implements AutoCloseable {
 
   /** Opens the session stream and sends the Hello of {@code session}. */
   public void open(long clientId, long epoch, long secretHi, long secretLo) {
+    open(clientId, epoch, secretHi, secretLo, false);
+  }
+
+  /**
+   * Opens the session stream and sends a Hello that says whether this client takes several answers
+   * in one frame ({@code batches}): the frames then come as the server sends them, a batch as one.
+   */
+  public void open(long clientId, long epoch, long secretHi, long secretLo, boolean batches) {
     CountDownLatch streamEnded = new CountDownLatch(1);
     ended = streamEnded;
     stream =
@@ -118,13 +126,19 @@ public final class RawSession implements AutoCloseable {
                     .setClientId(clientId)
                     .setEpoch(epoch)
                     .setSecretHi(secretHi)
-                    .setSecretLo(secretLo))
+                    .setSecretLo(secretLo)
+                    .setBatches(batches))
             .build());
   }
 
   /** {@link #open(long, long, long, long)} with a registration's grant. */
   public void open(RegisterReply grant) {
-    open(grant.getClientId(), grant.getEpoch(), grant.getSecretHi(), grant.getSecretLo());
+    open(grant, false);
+  }
+
+  /** {@link #open(long, long, long, long, boolean)} with a registration's grant. */
+  public void open(RegisterReply grant, boolean batches) {
+    open(grant.getClientId(), grant.getEpoch(), grant.getSecretHi(), grant.getSecretLo(), batches);
   }
 
   /** Sends request {@code seq} with {@code ack}. */

@@ -336,8 +336,25 @@ public final class SessionMachine {
     }
   }
 
-  /** Stream {@code id} delivered {@code f}. */
+  /**
+   * Stream {@code id} delivered {@code f}: an answer, a frame about the stream ({@code seq = 0}),
+   * or a batch of answers, taken one after the other as if each had come alone.
+   */
   public void frame(int id, ServerFrame f, long now) {
+    if (f.getBatchCount() > 0) {
+      for (ServerFrame answer : f.getBatchList()) {
+        if (answer.getBatchCount() > 0) {
+          // The server nests none: a frame this client does not understand is treated as a broken
+          // stream, whose unanswered requests are resent on a new one.
+          if (state == State.CONNECTED && id == stream) {
+            reconnect("", now);
+          }
+          return;
+        }
+        frame(id, answer, now);
+      }
+      return;
+    }
     if (state != State.CONNECTED || id != stream) {
       return;
     }
@@ -667,6 +684,7 @@ public final class SessionMachine {
                 .setEpoch(epoch)
                 .setSecretHi(secretHi)
                 .setSecretLo(secretLo)
+                .setBatches(true)
                 .build()));
     resendFrom(Long.MIN_VALUE, now);
     pump(now);

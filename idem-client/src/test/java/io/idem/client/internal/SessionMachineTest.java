@@ -28,6 +28,7 @@ import io.idem.proto.Limits;
 import io.idem.proto.Operation;
 import io.idem.proto.Put;
 import io.idem.proto.RegisterReply;
+import io.idem.proto.ServerFrame;
 import java.io.IOException;
 import java.util.List;
 import java.util.TreeMap;
@@ -280,6 +281,49 @@ class SessionMachineTest {
       assertThat(sentSeqs(e)).containsExactly(4L);
       assertThat(frames(e).get(0).getRequest().getAck()).isEqualTo(2); // 1 is answered
       assertThat(c4.seq()).isEqualTo(4);
+    }
+
+    @Test
+    void theHelloSaysTheClientTakesAnswersInBatches() {
+      c1 = h.submit("v1");
+      List<Effect> e = h.register(42);
+      assertThat(only(e, Effect.OpenStream.class).hello().getBatches()).isTrue();
+    }
+
+    @Test
+    void aBatchOfAnswersIsTakenAsIfEachHadComeAlone() {
+      connect();
+      h.submit("v3");
+      SessionMachine.Call c4 = h.submit("v4");
+      h.effects();
+      h.m.frame(
+          h.stream(),
+          ServerFrame.newBuilder()
+              .addBatch(answer(2, Code.OK, 2, false))
+              .addBatch(answer(1, Code.OK, 1, true))
+              .build(),
+          h.now);
+      List<Effect> e = h.effects();
+      assertThat(c1.future().join().getResult().getNumber()).isEqualTo(1);
+      assertThat(c2.future().join().getResult().getNumber()).isEqualTo(2);
+      assertThat(h.m.duplicates()).isEqualTo(1);
+      assertThat(sentSeqs(e)).containsExactly(4L); // 1 and 2 answered: 4 fits the window of 3
+      assertThat(c4.seq()).isEqualTo(4);
+    }
+
+    @Test
+    void aBatchInsideABatchIsABrokenStreamAndNothingInItIsTaken() {
+      connect();
+      int old = h.stream();
+      h.m.frame(
+          old,
+          ServerFrame.newBuilder()
+              .addBatch(ServerFrame.newBuilder().addBatch(answer(1, Code.OK, 1, false)))
+              .build(),
+          h.now);
+      assertThat(h.effects()).containsExactly(new Effect.EndStream(old, true));
+      assertThat(c1.future()).isNotDone();
+      assertThat(h.m.state()).isEqualTo(State.RECONNECT_BACKOFF);
     }
 
     @Test

@@ -1,0 +1,116 @@
+package io.idem.scenarios;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.idem.proto.Code;
+import io.idem.proto.Increment;
+import io.idem.proto.Operation;
+import io.idem.proto.RegisterReply;
+import io.idem.proto.RegisterRequest;
+import io.idem.proto.ServerFrame;
+import io.idem.testkit.LocalCluster;
+import io.idem.testkit.RawSession;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Answers in batches (Hello.batches, ServerFrame.batch): a client that takes them gets the answers
+ * to the commands of one log entry in one frame; a client that does not (every client before the
+ * field, the Python conformance client) gets a frame per answer, as before.
+ */
+@Timeout(120)
+class AnswerBatchesTest {
+  @TempDir Path dir;
+
+  /**
+   * Requests pipelined per round (the session window is 128: {@code seq - ack} stays below it):
+   * while one entry is in flight, the requests that arrive meanwhile go together in the next.
+   */
+  private static final int N = 127;
+
+  /** Rounds at most, for a round whose requests all happened to go one per entry. */
+  private static final int ROUNDS = 5;
+
+  @Test
+  void aClientThatTakesBatchesGetsEveryAnswerOnceInOrderSomeOfThemTogether() throws Exception {
+    try (LocalCluster cluster = LocalCluster.start(1, dir)) {
+      cluster.waitForLeader(Duration.ofSeconds(30));
+      try (RawSession raw = new RawSession(cluster.clientAddress(0))) {
+        raw.open(register(raw), true);
+        long seq = 0;
+        int batchFrames = 0;
+        for (int round = 0; round < ROUNDS && batchFrames == 0; round++) {
+          long first = seq + 1;
+          for (int i = 0; i < N; i++) {
+            seq++;
+            raw.send(seq, first, increment());
+          }
+          List<ServerFrame> answers = new ArrayList<>();
+          while (answers.size() < N) {
+            ServerFrame f = raw.next();
+            if (f.getBatchCount() > 0) {
+              batchFrames++;
+              assertThat(f.getBatchCount()).isGreaterThan(1); // one answer goes alone
+              assertThat(f.getSeq()).isZero();
+              assertThat(f.hasResult()).isFalse();
+              answers.addAll(f.getBatchList());
+            } else {
+              answers.add(f);
+            }
+          }
+          // The counter's value is the request's number: each applied once, in order, and the
+          // answers in the order they were given.
+          for (int i = 0; i < N; i++) {
+            ServerFrame a = answers.get(i);
+            assertThat(a.getSeq()).isEqualTo(first + i);
+            assertThat(a.getResult().getCode()).isEqualTo(Code.OK);
+            assertThat(a.getResult().getNumber()).isEqualTo(first + i);
+            assertThat(a.getBatchCount()).isZero();
+          }
+        }
+        assertThat(batchFrames)
+            .as("frames that carried several answers, over %d requests", seq)
+            .isPositive();
+        assertThat(raw.poll()).as("no answer twice").isNull();
+      }
+    }
+  }
+
+  @Test
+  void aClientThatDoesNotSayItTakesBatchesGetsAFramePerAnswer() throws Exception {
+    try (LocalCluster cluster = LocalCluster.start(1, dir)) {
+      cluster.waitForLeader(Duration.ofSeconds(30));
+      try (RawSession raw = new RawSession(cluster.clientAddress(0))) {
+        raw.open(register(raw));
+        for (long seq = 1; seq <= N; seq++) {
+          raw.send(seq, 1, increment());
+        }
+        for (long seq = 1; seq <= N; seq++) {
+          ServerFrame f = raw.next();
+          assertThat(f.getBatchCount()).isZero();
+          assertThat(f.getSeq()).isEqualTo(seq);
+          assertThat(f.getResult().getNumber()).isEqualTo(seq);
+        }
+        assertThat(raw.poll()).isNull();
+      }
+    }
+  }
+
+  private static RegisterReply register(RawSession raw) {
+    RegisterReply grant =
+        raw.register(RegisterRequest.newBuilder().setTtlMs(60_000).setNonce(1).build());
+    assertThat(grant.getCode()).isEqualTo(Code.OK);
+    return grant;
+  }
+
+  private static Operation increment() {
+    return Operation.newBuilder()
+        .setIncrement(Increment.newBuilder().setKey("n").setDelta(1))
+        .build();
+  }
+}
