@@ -14,6 +14,7 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
@@ -118,6 +119,13 @@ class AdminEndpointTest {
     assertThat(sample(m, "idem_apply_seconds_count", node)).isPositive();
     assertThat(sample(m, "idem_entry_commands_count", node)).isPositive();
     assertThat(m).contains("# TYPE idem_apply_seconds histogram");
+    // Buckets up to the most commands an entry applies (4096), not up to 2^62.
+    List<String> buckets =
+        m.lines()
+            .filter(l -> l.startsWith("idem_entry_commands_bucket{") && l.contains(node))
+            .toList();
+    assertThat(buckets).hasSizeLessThan(80).anyMatch(l -> l.contains("le=\"4096.0\""));
+    assertThat(buckets.get(buckets.size() - 2)).contains("le=\"4096.0\"");
   }
 
   @Test
