@@ -2,6 +2,8 @@ package io.idem.server;
 
 import java.util.ArrayList;
 import java.util.List;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The answers of one log entry, handed out together on one thread ({@link Batcher}'s replies
@@ -23,6 +25,7 @@ final class AnswerRound implements AutoCloseable {
     void flush();
   }
 
+  private static final Logger LOG = LoggerFactory.getLogger(AnswerRound.class);
   private static final ThreadLocal<AnswerRound> CURRENT = new ThreadLocal<>();
 
   private final List<Member> members = new ArrayList<>();
@@ -52,7 +55,10 @@ final class AnswerRound implements AutoCloseable {
     return true;
   }
 
-  /** Ends the round and flushes its members, in the order they joined. */
+  /**
+   * Ends the round and flushes its members, in the order they joined. Never throws: a member that
+   * fails is logged and the others are flushed.
+   */
   @Override
   public void close() {
     if (outer == null) {
@@ -60,21 +66,15 @@ final class AnswerRound implements AutoCloseable {
     } else {
       CURRENT.set(outer);
     }
-    RuntimeException failed = null;
     for (Member m : members) {
       try {
         m.flush();
       } catch (RuntimeException e) {
-        if (failed == null) {
-          failed = e;
-        } else {
-          failed.addSuppressed(e);
-        }
+        // The others still get their answers, and the caller (the batcher) goes on to complete
+        // the entry's read barriers: one broken member must not hold up anything else.
+        LOG.warn("sending the answers of a round failed", e);
       }
     }
     members.clear();
-    if (failed != null) {
-      throw failed;
-    }
   }
 }

@@ -36,6 +36,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The gRPC client port. It authenticates streams before anything reaches the log, hands commands to
@@ -51,6 +53,15 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
    * any broken stream, and are resent with the same numbers.
    */
   static final long HALF_CLOSE_DRAIN_MS = 5_000;
+
+  /**
+   * A batch of answers (ServerFrame.batch) stays near this size: an answer is at most a 64 KiB
+   * response plus its fields, so a batch stays well below grpc-java's default 4 MiB inbound limit
+   * of a client that did not raise it, whatever the session window.
+   */
+  static final int MAX_BATCH_BYTES = 1 << 20;
+
+  private static final Logger LOG = LoggerFactory.getLogger(FrontDoor.class);
 
   private final ReplicatedLog log;
   private final Batcher batcher;
@@ -267,6 +278,9 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
     /** Answers kept during the current round (a client that takes batches); guarded by this. */
     private final List<ServerFrame> kept = new ArrayList<>();
 
+    /** Their serialized size. */
+    private int keptBytes;
+
     SessionStream(ServerCallStreamObserver<ServerFrame> out, String principal) {
       this.out = out;
       this.principal = principal;
@@ -416,7 +430,12 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
     private void sendAnswer(ServerFrame f) {
       synchronized (this) {
         if (hello.getBatches() && !done && (!kept.isEmpty() || AnswerRound.join(this))) {
+          int size = f.getSerializedSize();
+          if (!kept.isEmpty() && keptBytes + size > MAX_BATCH_BYTES) {
+            sendKept(); // this stream is still in the round: what it keeps next leaves at its end
+          }
           kept.add(f);
+          keptBytes += size;
           return;
         }
       }
@@ -436,15 +455,31 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       ServerFrame f =
           kept.size() == 1 ? kept.get(0) : ServerFrame.newBuilder().addAllBatch(kept).build();
       kept.clear();
-      if (!done && !out.isCancelled()) {
-        out.onNext(f);
-      }
+      keptBytes = 0;
+      emit(f);
     }
 
     private synchronized void send(ServerFrame f) {
       sendKept();
-      if (!done && !out.isCancelled()) {
+      emit(f);
+    }
+
+    /**
+     * Writes a frame. The client may cancel between the check and the write, and grpc-java then
+     * throws: the stream is over, and the round that flushes it goes on to the other streams.
+     */
+    private void emit(ServerFrame f) {
+      if (done || out.isCancelled()) {
+        return;
+      }
+      try {
         out.onNext(f);
+      } catch (RuntimeException e) {
+        done = true;
+        LOG.debug(
+            "session stream of client {} ended while writing: {}",
+            hello == null ? 0 : hello.getClientId(),
+            e.toString());
       }
     }
 

@@ -175,6 +175,16 @@ public final class RawSession implements AutoCloseable {
     return frames.poll();
   }
 
+  /** The next frame if one comes within {@code timeout}, else null. */
+  public ServerFrame poll(Duration timeout) {
+    try {
+      return frames.poll(timeout.toMillis(), TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new AssertionError("interrupted", e);
+    }
+  }
+
   /** The next frame from the server, or an AssertionError after 10 s. */
   public ServerFrame next() {
     try {

@@ -2,8 +2,12 @@ package io.idem.scenarios;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.google.protobuf.ByteString;
+import io.idem.proto.AcquireKey;
 import io.idem.proto.Code;
+import io.idem.proto.CompleteKey;
 import io.idem.proto.Increment;
+import io.idem.proto.KeyOutcome;
 import io.idem.proto.Operation;
 import io.idem.proto.RegisterReply;
 import io.idem.proto.RegisterRequest;
@@ -35,6 +39,11 @@ class AnswerBatchesTest {
 
   /** Rounds at most, for a round whose requests all happened to go one per entry. */
   private static final int ROUNDS = 5;
+
+  /**
+   * The front door's bound on a batch (FrontDoor.MAX_BATCH_BYTES, package-private in idem-server).
+   */
+  private static final int MAX_BATCH_BYTES = 1 << 20;
 
   @Test
   void aClientThatTakesBatchesGetsEveryAnswerOnceInOrderSomeOfThemTogether() throws Exception {
@@ -76,9 +85,71 @@ class AnswerBatchesTest {
         assertThat(batchFrames)
             .as("frames that carried several answers, over %d requests", seq)
             .isPositive();
-        assertThat(raw.poll()).as("no answer twice").isNull();
+        assertThat(raw.poll(Duration.ofMillis(500))).as("no answer twice").isNull();
       }
     }
+  }
+
+  /**
+   * A batch stays near 1 MiB (FrontDoor.MAX_BATCH_BYTES): 127 replays of a 60 KiB response, 7.6 MB
+   * of answers to one entry, come in several frames, each below grpc-java's default 4 MiB inbound
+   * limit, which this raw client keeps. One frame of them all would end its stream.
+   */
+  @Test
+  void aBatchStaysBelowTheDefaultMessageLimitWhateverTheAnswers() throws Exception {
+    try (LocalCluster cluster = LocalCluster.start(1, dir)) {
+      cluster.waitForLeader(Duration.ofSeconds(30));
+      try (RawSession raw = new RawSession(cluster.clientAddress(0))) {
+        raw.open(register(raw), true);
+        ByteString response = ByteString.copyFrom(new byte[60 * 1024]);
+        raw.send(1, 1, acquire());
+        ServerFrame acquired = raw.answerTo(1);
+        assertThat(acquired.getResult().getKeyOutcome()).isEqualTo(KeyOutcome.ACQUIRED);
+        raw.send(
+            2,
+            2,
+            Operation.newBuilder()
+                .setCompleteKey(
+                    CompleteKey.newBuilder()
+                        .setScope("t")
+                        .setKey("k")
+                        .setToken(acquired.getResult().getToken())
+                        .setResponse(response))
+                .build());
+        assertThat(raw.answerTo(2).getResult().getKeyOutcome()).isEqualTo(KeyOutcome.SETTLED);
+
+        for (long seq = 3; seq < 3 + N; seq++) {
+          raw.send(seq, 3, acquire());
+        }
+        int answers = 0;
+        int frames = 0;
+        while (answers < N) {
+          ServerFrame f = raw.next();
+          frames++;
+          assertThat(f.getSerializedSize()).isLessThan(MAX_BATCH_BYTES + 70 * 1024);
+          for (ServerFrame a : f.getBatchCount() > 0 ? f.getBatchList() : List.of(f)) {
+            assertThat(a.getSeq()).isEqualTo(3 + answers);
+            assertThat(a.getResult().getKeyOutcome()).isEqualTo(KeyOutcome.COMPLETED);
+            assertThat(a.getResult().getResponse()).isEqualTo(response);
+            answers++;
+          }
+        }
+        assertThat(frames).isGreaterThanOrEqualTo(8); // 7.6 MB in frames of about 1 MiB at most
+        assertThat(raw.awaitEnd(Duration.ofMillis(200))).as("the stream is still open").isFalse();
+      }
+    }
+  }
+
+  private static Operation acquire() {
+    return Operation.newBuilder()
+        .setAcquireKey(
+            AcquireKey.newBuilder()
+                .setScope("t")
+                .setKey("k")
+                .setFingerprint(ByteString.copyFromUtf8("f"))
+                .setInProgressMs(60_000)
+                .setRetentionMs(60_000))
+        .build();
   }
 
   @Test

@@ -304,6 +304,8 @@ class SessionMachineTest {
               .build(),
           h.now);
       List<Effect> e = h.effects();
+      assertThat(c1.future()).isCompleted();
+      assertThat(c2.future()).isCompleted();
       assertThat(c1.future().join().getResult().getNumber()).isEqualTo(1);
       assertThat(c2.future().join().getResult().getNumber()).isEqualTo(2);
       assertThat(h.m.duplicates()).isEqualTo(1);
@@ -312,17 +314,20 @@ class SessionMachineTest {
     }
 
     @Test
-    void aBatchInsideABatchIsABrokenStreamAndNothingInItIsTaken() {
+    void aBatchInsideABatchBreaksTheStreamAfterTheAnswersBeforeIt() {
       connect();
       int old = h.stream();
       h.m.frame(
           old,
           ServerFrame.newBuilder()
+              .addBatch(answer(2, Code.OK, 2, false))
               .addBatch(ServerFrame.newBuilder().addBatch(answer(1, Code.OK, 1, false)))
               .build(),
           h.now);
-      assertThat(h.effects()).containsExactly(new Effect.EndStream(old, true));
-      assertThat(c1.future()).isNotDone();
+      List<Effect> e = h.effects();
+      assertThat(e).contains(new Effect.EndStream(old, true));
+      assertThat(c2.future()).isCompleted();
+      assertThat(c1.future()).as("nested: not taken, resent on the next stream").isNotDone();
       assertThat(h.m.state()).isEqualTo(State.RECONNECT_BACKOFF);
     }
 
