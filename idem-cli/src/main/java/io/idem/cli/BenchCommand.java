@@ -1,5 +1,6 @@
 package io.idem.cli;
 
+import com.zaxxer.hikari.HikariDataSource;
 import io.idem.client.ClientTls;
 import io.idem.client.IdemClient;
 import io.idem.client.IdemTransport;
@@ -7,6 +8,7 @@ import io.idem.client.KeyAcquisition;
 import io.idem.client.KeySettlement;
 import io.idem.client.Write;
 import io.idem.testkit.LocalCluster;
+import io.idem.testkit.PostgresServer;
 import io.idem.testkit.RedisServer;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
@@ -137,7 +139,8 @@ final class BenchCommand implements Callable<Integer> {
   enum Store {
     idem,
     redis,
-    seed001
+    seed001,
+    postgres
   }
 
   @Option(
@@ -146,8 +149,47 @@ final class BenchCommand implements Callable<Integer> {
       description =
           "With --workload keys: idem (the cluster at --servers or --local), redis (the Redis key"
               + " store) or seed001 (seed 001's TryAcquire and Confirm, the broken baseline), both"
-              + " on a private redis-server the bench starts and stops. Default: ${DEFAULT-VALUE}.")
+              + " on a private redis-server the bench starts and stops, or postgres (the PostgreSQL"
+              + " key store, see --pg-mode) on a private PostgreSQL server the bench starts and"
+              + " stops. Default: ${DEFAULT-VALUE}.")
   Store store;
+
+  @Option(
+      names = "--pg-mode",
+      defaultValue = "transactional",
+      description =
+          "With --store postgres: transactional (the key's decision, one business INSERT and the"
+              + " completion in one transaction on a pooled connection, one thread per lane) or"
+              + " standard (acquire, then complete; no business write). Default: ${DEFAULT-VALUE}.")
+  PostgresStoreTarget.Mode pgMode;
+
+  @Option(
+      names = "--pg-pool",
+      defaultValue = "16",
+      description =
+          "With --store postgres: connections in the pool that every lane shares (1-1024)."
+              + " Default: ${DEFAULT-VALUE}.")
+  int pgPool;
+
+  @Option(
+      names = "--pg-settings",
+      defaultValue = PG_SETTINGS,
+      description =
+          "With --store postgres: the private server's settings beyond PostgreSQL's defaults, as"
+              + " name=value,... (fsync and synchronous_commit stay on; '' for none). Its binaries:"
+              + " $IDEM_PG_BIN, else pg_config --bindir, else the newest /usr/lib/postgresql/*/bin."
+              + " Default: ${DEFAULT-VALUE}.")
+  String pgSettings;
+
+  /** The most lanes (threads) --store postgres runs: the defaults' 64 x 32, and twice that. */
+  static final int MAX_PG_LANES = 4096;
+
+  /**
+   * The private PostgreSQL's settings by default: no checkpoint during a run, and commit_delay so
+   * that more commits share each WAL flush (docs/PERFORMANCE.md, the PostgreSQL key store).
+   */
+  static final String PG_SETTINGS =
+      "max_wal_size=4GB,checkpoint_timeout=30min,commit_delay=1000,commit_siblings=4";
 
   @Option(
       names = "--redis-server",
@@ -171,6 +213,9 @@ final class BenchCommand implements Callable<Integer> {
               + " Redis store (an RPUSH effect), as a command of its own between TryAcquire and"
               + " Confirm on seed001.")
   boolean ledger;
+
+  /** The operations that failed in the last {@link #measure}. */
+  private long lastErrors;
 
   /** Tells this run's keys from an earlier run's against the same cluster. */
   private final String run = Long.toHexString(ThreadLocalRandom.current().nextLong());
@@ -239,6 +284,52 @@ final class BenchCommand implements Callable<Integer> {
           .println(
               "idem: --tls-* apply to an Idem cluster at --servers (not --local, etcd or redis)");
       return 2;
+    }
+    if (store == Store.postgres) {
+      if (workload != Workload.keys || target != Target.idem || local != 0) {
+        spec.commandLine()
+            .getErr()
+            .println("idem: --store postgres runs the keys workload on its own PostgreSQL only");
+        return 2;
+      }
+      if (ledger) {
+        spec.commandLine()
+            .getErr()
+            .println(
+                "idem: --ledger applies to --store idem, redis or seed001 (--store postgres writes"
+                    + " a payment row in each operation of --pg-mode transactional)");
+        return 2;
+      }
+      if (pgPool < 1 || pgPool > 1024) {
+        spec.commandLine().getErr().println("idem: out of range: --pg-pool 1-1024");
+        return 2;
+      }
+      if ((long) sessions * window > MAX_PG_LANES) {
+        spec.commandLine()
+            .getErr()
+            .println(
+                "idem: --store postgres runs a thread per lane: at most "
+                    + MAX_PG_LANES
+                    + " lanes (--sessions x --window), got "
+                    + (long) sessions * window);
+        return 2;
+      }
+      List<String> settings = new ArrayList<>();
+      for (String part : pgSettings.split(",")) {
+        String setting = part.strip();
+        if (setting.isEmpty()) {
+          continue;
+        }
+        int eq = setting.indexOf('=');
+        if (eq < 1 || eq == setting.length() - 1) {
+          spec.commandLine()
+              .getErr()
+              .println("idem: --pg-settings: expected name=value, got '" + setting + "'");
+          return 2;
+        }
+        settings.add(setting);
+      }
+      return onPostgres(settings);
     }
     if (store != Store.idem) {
       if (workload != Workload.keys || target != Target.idem || local != 0) {
@@ -326,6 +417,50 @@ final class BenchCommand implements Callable<Integer> {
         for (Path p : files.sorted(Comparator.reverseOrder()).toList()) {
           Files.deleteIfExists(p);
         }
+      }
+    }
+  }
+
+  /**
+   * Starts a private PostgreSQL server (fsync on) in a temporary directory, runs the keys workload
+   * on it through the PostgreSQL key store, checks what the database holds against what was
+   * acknowledged, and stops the server (by PID) and deletes its directory.
+   */
+  private int onPostgres(List<String> settings) throws Exception {
+    PrintWriter out = spec.commandLine().getOut();
+    PostgresServer started;
+    try {
+      started = PostgresServer.create(PostgresServer.Durability.DURABLE, settings);
+    } catch (RuntimeException e) {
+      // initdb or the server failed (binaries missing, a bad setting): the log's last lines
+      spec.commandLine()
+          .getErr()
+          .println("idem: cannot start PostgreSQL: " + e.getMessage().strip().replace('\n', ' '));
+      return 1;
+    }
+    try (PostgresServer pg = started;
+        HikariDataSource pool = pg.pool(pgPool, 30_000)) {
+      out.printf(
+          "postgres (%s mode) on a private %s (pid %d), pool %d, %d lanes%n",
+          pgMode, pg.describe(), pg.pid(), pgPool, sessions * window);
+      PostgresStoreTarget t;
+      try {
+        t =
+            new PostgresStoreTarget(
+                pool, pgMode, sessions * window, run, KEY_IN_PROGRESS, keyRetention, valueSize);
+      } catch (IllegalArgumentException e) {
+        spec.commandLine().getErr().println("idem: " + e.getMessage());
+        return 2;
+      }
+      try (t) {
+        int code = measure(t);
+        String wrong = t.check(lastErrors);
+        if (wrong != null) {
+          spec.commandLine().getErr().println("idem: the database disagrees: " + wrong);
+          return 1;
+        }
+        out.println("checked: " + t.counts());
+        return code;
       }
     }
   }
@@ -478,6 +613,7 @@ final class BenchCommand implements Callable<Integer> {
     if (firstError.get() != null) {
       spec.commandLine().getErr().println("idem: first error: " + Errors.oneLine(firstError.get()));
     }
+    lastErrors = errors.get();
     return errors.get() == 0 ? 0 : 1;
   }
 

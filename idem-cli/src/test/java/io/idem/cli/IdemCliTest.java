@@ -193,6 +193,113 @@ class IdemCliTest {
   }
 
   @Test
+  void benchKeysOnThePostgresStoreRunsOnAPrivateServerChecksTheDatabaseAndStopsIt() {
+    for (String mode : List.of("transactional", "standard")) {
+      out.getBuffer().setLength(0);
+      assertThat(
+              run(
+                  "bench",
+                  "--workload",
+                  "keys",
+                  "--store",
+                  "postgres",
+                  "--pg-mode",
+                  mode,
+                  "--pg-pool",
+                  "4",
+                  "--sessions",
+                  "2",
+                  "--window",
+                  "4",
+                  "--warmup",
+                  "1s",
+                  "--duration",
+                  "2s"))
+          .as(err.toString())
+          .isZero();
+      String[] lines = out.toString().strip().split("[\\r\\n]+");
+      assertThat(lines[0])
+          .startsWith("postgres (" + mode + " mode) on a private PostgreSQL")
+          .contains("fsync=on")
+          .contains("pool 4, 8 lanes");
+      String json = lines[lines.length - 2];
+      assertThat(json)
+          .startsWith("{\"target\":\"postgres\"")
+          .contains("\"workload\":\"keys\"")
+          .contains("\"errors\":0}");
+      Matcher ops = Pattern.compile("\"ops\":(\\d+),").matcher(json);
+      assertThat(ops.find()).as(json).isTrue();
+      assertThat(Long.parseLong(ops.group(1))).isPositive();
+      // Every acknowledged operation (warm-up included) left one completed key, and one payment
+      // in the transactional mode only.
+      Matcher checked =
+          Pattern.compile("^checked: (\\d+) acknowledged, (\\d+) completed keys, (\\d+) payments$")
+              .matcher(lines[lines.length - 1]);
+      assertThat(checked.find()).as(lines[lines.length - 1]).isTrue();
+      long acknowledged = Long.parseLong(checked.group(1));
+      assertThat(acknowledged).isGreaterThanOrEqualTo(Long.parseLong(ops.group(1)));
+      assertThat(Long.parseLong(checked.group(2))).isEqualTo(acknowledged);
+      assertThat(Long.parseLong(checked.group(3)))
+          .isEqualTo(mode.equals("transactional") ? acknowledged : 0);
+      Matcher pid = Pattern.compile("\\(pid (\\d+)\\)").matcher(lines[0]);
+      assertThat(pid.find()).as(lines[0]).isTrue();
+      assertThat(ProcessHandle.of(Long.parseLong(pid.group(1))).map(ProcessHandle::isAlive))
+          .as("the private PostgreSQL is stopped")
+          .isNotEqualTo(java.util.Optional.of(true));
+    }
+  }
+
+  @Test
+  void benchOnPostgresChecksItsSettings() {
+    assertThat(run("bench", "--store", "postgres")).isEqualTo(2); // the put workload
+    assertOneLineError("--store postgres runs the keys workload on its own PostgreSQL only");
+    err.getBuffer().setLength(0);
+    assertThat(run("bench", "--workload", "keys", "--store", "postgres", "--ledger")).isEqualTo(2);
+    assertOneLineError("--ledger applies to --store idem, redis or seed001");
+    err.getBuffer().setLength(0);
+    assertThat(run("bench", "--workload", "keys", "--store", "postgres", "--pg-pool", "0"))
+        .isEqualTo(2);
+    assertOneLineError("--pg-pool 1-1024");
+    err.getBuffer().setLength(0);
+    assertThat(
+            run(
+                "bench",
+                "--workload",
+                "keys",
+                "--store",
+                "postgres",
+                "--sessions",
+                "100",
+                "--window",
+                "64"))
+        .isEqualTo(2);
+    assertOneLineError("at most 4096 lanes (--sessions x --window), got 6400");
+    err.getBuffer().setLength(0);
+    assertThat(run("bench", "--workload", "keys", "--store", "postgres", "--pg-settings", "fsync"))
+        .isEqualTo(2);
+    assertOneLineError("--pg-settings: expected name=value, got 'fsync'");
+    err.getBuffer().setLength(0);
+    assertThat(run("bench", "--workload", "keys", "--store", "postgres", "--pg-mode", "lazy"))
+        .isEqualTo(2);
+    err.getBuffer().setLength(0);
+    assertThat(
+            run(
+                "bench",
+                "--workload",
+                "keys",
+                "--store",
+                "postgres",
+                "--sessions",
+                "1",
+                "--window",
+                "1",
+                "--pg-settings",
+                "no_such_setting=1"))
+        .isEqualTo(1);
+    assertOneLineError("cannot start PostgreSQL");
+  }
+
+  @Test
   void benchOnRedisChecksItsSettings() {
     assertThat(run("bench", "--store", "redis")).isEqualTo(2); // the put workload
     assertOneLineError("--store redis runs the keys workload on its own redis-server only");
