@@ -21,8 +21,10 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ThreadLocalRandom;
@@ -145,14 +147,28 @@ final class BenchCommand implements Callable<Integer> {
 
   @Option(
       names = "--store",
+      split = ",",
       defaultValue = "idem",
       description =
           "With --workload keys: idem (the cluster at --servers or --local), redis (the Redis key"
               + " store) or seed001 (seed 001's TryAcquire and Confirm, the broken baseline), both"
               + " on a private redis-server the bench starts and stops, or postgres (the PostgreSQL"
               + " key store, see --pg-mode) on a private PostgreSQL server the bench starts and"
-              + " stops. Default: ${DEFAULT-VALUE}.")
-  Store store;
+              + " stops. Several, comma-separated, run one after the other with the same loops"
+              + " (each on a new private server), and a summary compares them with the last one"
+              + " listed. Default: ${DEFAULT-VALUE}.")
+  List<Store> stores;
+
+  @Option(
+      names = "--rounds",
+      defaultValue = "1",
+      description =
+          "With --workload keys: run the stores of --store this many times, alternating (1-100),"
+              + " then sum each store's throughput over the rounds. Default: ${DEFAULT-VALUE}.")
+  int rounds;
+
+  /** The store of the run in progress: one of {@link #stores}. */
+  private Store store;
 
   @Option(
       names = "--pg-mode",
@@ -217,6 +233,11 @@ final class BenchCommand implements Callable<Integer> {
   /** The operations that failed in the last {@link #measure}. */
   private long lastErrors;
 
+  /** What the last {@link #measure} reported, for {@link #sideBySide}. */
+  private RunResult lastResult;
+
+  private record RunResult(double opsPerSecond, double p50, double p99, double p999) {}
+
   /** Tells this run's keys from an earlier run's against the same cluster. */
   private final String run = Long.toHexString(ThreadLocalRandom.current().nextLong());
 
@@ -278,6 +299,38 @@ final class BenchCommand implements Callable<Integer> {
       spec.commandLine().getErr().println("idem: " + e.getMessage());
       return 2;
     }
+    if (rounds < 1 || rounds > 100) {
+      spec.commandLine().getErr().println("idem: out of range: --rounds 1-100");
+      return 2;
+    }
+    if (stores.size() == 1 && rounds == 1) {
+      return one(stores.get(0), clientTls, true);
+    }
+    if (workload != Workload.keys) {
+      spec.commandLine()
+          .getErr()
+          .println("idem: several stores, or --rounds, apply to --workload keys");
+      return 2;
+    }
+    if (stores.stream().distinct().count() < stores.size()) {
+      spec.commandLine().getErr().println("idem: --store names a store twice: " + stores);
+      return 2;
+    }
+    for (Store s : stores) {
+      int invalid = one(s, clientTls, false); // every store's options, before any runs
+      if (invalid != 0) {
+        return invalid;
+      }
+    }
+    return sideBySide(clientTls);
+  }
+
+  /**
+   * Checks the options for one run on store {@code s} and, if {@code go}, runs it: 2 for options
+   * that do not fit, else (with {@code go}) the run's exit code, or 0.
+   */
+  private int one(Store s, ClientTls clientTls, boolean go) throws Exception {
+    store = s;
     if (clientTls != null && (local != 0 || target != Target.idem || store != Store.idem)) {
       spec.commandLine()
           .getErr()
@@ -329,7 +382,7 @@ final class BenchCommand implements Callable<Integer> {
         }
         settings.add(setting);
       }
-      return onPostgres(settings);
+      return go ? onPostgres(settings) : 0;
     }
     if (store != Store.idem) {
       if (workload != Workload.keys || target != Target.idem || local != 0) {
@@ -346,7 +399,7 @@ final class BenchCommand implements Callable<Integer> {
         spec.commandLine().getErr().println("idem: --appendfsync: " + e.getMessage());
         return 2;
       }
-      return onRedis(aof);
+      return go ? onRedis(aof) : 0;
     }
     if (target == Target.etcd) {
       if (local != 0 || workload != Workload.put) {
@@ -355,10 +408,16 @@ final class BenchCommand implements Callable<Integer> {
             .println("idem: --target etcd runs the put workload against --servers only");
         return 2;
       }
+      if (!go) {
+        return 0;
+      }
       try (EtcdTarget etcd = EtcdTarget.connect(servers, valueSize)) {
         etcd.probe(); // fails fast, in one line, if nobody answers
         return measure(etcd);
       }
+    }
+    if (!go) {
+      return 0;
     }
     if (local == 0) {
       return run(servers, clientTls);
@@ -374,6 +433,102 @@ final class BenchCommand implements Callable<Integer> {
         }
       }
     }
+  }
+
+  /**
+   * Runs every store of {@link #stores} {@link #rounds} times, alternating (store A, B, A, B...),
+   * each run as it would run alone, then prints each round and each store's throughput summed over
+   * the rounds, as a ratio to the last store listed; the last line is JSON. Stops at the first run
+   * that fails, with its exit code.
+   */
+  private int sideBySide(ClientTls clientTls) throws Exception {
+    PrintWriter out = spec.commandLine().getOut();
+    Map<Store, List<RunResult>> results = new LinkedHashMap<>();
+    stores.forEach(st -> results.put(st, new ArrayList<>()));
+    for (int r = 1; r <= rounds; r++) {
+      for (Store st : stores) {
+        out.printf("%n== round %d of %d: --store %s%n", r, rounds, st);
+        out.flush();
+        lastResult = null;
+        int code = one(st, clientTls, true);
+        if (code != 0 || lastResult == null) {
+          spec.commandLine()
+              .getErr()
+              .println(
+                  "idem: --store " + st + " failed in round " + r + "; no side-by-side summary");
+          return code != 0 ? code : 1;
+        }
+        results.get(st).add(lastResult);
+      }
+    }
+    Store base = stores.get(stores.size() - 1);
+    double baseSum = results.get(base).stream().mapToDouble(RunResult::opsPerSecond).sum();
+    out.println();
+    out.printf(
+        Locale.ROOT,
+        "side by side, %d round(s), %d sessions x window %d: keyed operations/s (p50 / p99 / p99.9"
+            + " ms)%n",
+        rounds,
+        sessions,
+        window);
+    for (int r = 0; r < rounds; r++) {
+      StringBuilder line = new StringBuilder("round " + (r + 1) + ":");
+      double baseOps = results.get(base).get(r).opsPerSecond();
+      for (Store st : stores) {
+        RunResult x = results.get(st).get(r);
+        line.append(
+            String.format(
+                Locale.ROOT,
+                "  %s %,.0f (%.1f / %.1f / %.1f)",
+                st,
+                x.opsPerSecond(),
+                x.p50(),
+                x.p99(),
+                x.p999()));
+        if (st != base) {
+          line.append(String.format(Locale.ROOT, " = %.2fx %s", x.opsPerSecond() / baseOps, base));
+        }
+      }
+      out.println(line);
+    }
+    StringBuilder json =
+        new StringBuilder(
+            String.format(
+                Locale.ROOT,
+                "{\"side_by_side\":{\"workload\":\"keys\",\"rounds\":%d,\"sessions\":%d,"
+                    + "\"window\":%d,\"baseline\":\"%s\",\"stores\":[",
+                rounds,
+                sessions,
+                window,
+                base));
+    String sep = "";
+    for (Store st : stores) {
+      double sum = results.get(st).stream().mapToDouble(RunResult::opsPerSecond).sum();
+      out.printf(
+          Locale.ROOT,
+          "summed over the rounds: %s %,.0f keyed operations/s = %.2fx %s%n",
+          st,
+          sum,
+          sum / baseSum,
+          base);
+      StringBuilder each = new StringBuilder();
+      for (RunResult x : results.get(st)) {
+        each.append(each.length() == 0 ? "" : ",")
+            .append(String.format(Locale.ROOT, "%.1f", x.opsPerSecond()));
+      }
+      json.append(sep)
+          .append(
+              String.format(
+                  Locale.ROOT,
+                  "{\"store\":\"%s\",\"ops_per_s\":[%s],\"summed\":%.1f,\"ratio\":%.3f}",
+                  st,
+                  each,
+                  sum,
+                  sum / baseSum));
+      sep = ",";
+    }
+    out.println(json.append("]}}"));
+    return 0;
   }
 
   /**
@@ -614,6 +769,7 @@ final class BenchCommand implements Callable<Integer> {
       spec.commandLine().getErr().println("idem: first error: " + Errors.oneLine(firstError.get()));
     }
     lastErrors = errors.get();
+    lastResult = new RunResult(throughput, ms(h, 50), ms(h, 99), ms(h, 99.9));
     return errors.get() == 0 ? 0 : 1;
   }
 

@@ -2,6 +2,7 @@ package io.idem.cli;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.within;
 
 import io.idem.server.IdemServer;
 import io.idem.server.ServerConfig;
@@ -247,6 +248,77 @@ class IdemCliTest {
           .as("the private PostgreSQL is stopped")
           .isNotEqualTo(java.util.Optional.of(true));
     }
+  }
+
+  @Test
+  void benchRunsSeveralStoresSideBySideInAlternatingRounds() {
+    assertThat(
+            run(
+                "bench",
+                "--workload",
+                "keys",
+                "--store",
+                "redis,seed001",
+                "--rounds",
+                "2",
+                "--sessions",
+                "2",
+                "--window",
+                "2",
+                "--warmup",
+                "1s",
+                "--duration",
+                "1s"))
+        .as(err.toString())
+        .isZero();
+    String text = out.toString();
+    // Alternating: redis, seed001, redis, seed001; each a run of its own with its JSON line.
+    Matcher rounds = Pattern.compile("== round (\\d) of 2: --store (\\w+)").matcher(text);
+    List<String> order = new java.util.ArrayList<>();
+    while (rounds.find()) {
+      order.add(rounds.group(1) + rounds.group(2));
+    }
+    assertThat(order).containsExactly("1redis", "1seed001", "2redis", "2seed001");
+    Matcher each =
+        Pattern.compile("\\{\"target\":\"(\\w+)\".*\"ops_per_s\":([0-9.]+),").matcher(text);
+    java.util.Map<String, Double> summed = new java.util.HashMap<>();
+    while (each.find()) {
+      summed.merge(each.group(1), Double.parseDouble(each.group(2)), Double::sum);
+    }
+    assertThat(summed).containsOnlyKeys("redis", "seed001");
+    String[] lines = text.strip().split("[\\r\\n]+");
+    String json = lines[lines.length - 1];
+    assertThat(json)
+        .startsWith("{\"side_by_side\":{\"workload\":\"keys\",\"rounds\":2,")
+        .contains("\"baseline\":\"seed001\"");
+    Matcher ratio =
+        Pattern.compile("\"store\":\"redis\".*?\"summed\":([0-9.]+),\"ratio\":([0-9.]+)")
+            .matcher(json);
+    assertThat(ratio.find()).as(json).isTrue();
+    assertThat(Double.parseDouble(ratio.group(1))).isCloseTo(summed.get("redis"), within(0.2));
+    assertThat(Double.parseDouble(ratio.group(2)))
+        .isCloseTo(summed.get("redis") / summed.get("seed001"), within(0.001));
+    assertThat(json).contains("\"store\":\"seed001\"").contains("\"ratio\":1.000}");
+  }
+
+  @Test
+  void benchSideBySideChecksEveryStoreBeforeItRunsAny() {
+    assertThat(run("bench", "--store", "redis,seed001")).isEqualTo(2);
+    assertOneLineError("several stores, or --rounds, apply to --workload keys");
+    err.getBuffer().setLength(0);
+    assertThat(run("bench", "--workload", "keys", "--store", "redis,redis")).isEqualTo(2);
+    assertOneLineError("--store names a store twice");
+    err.getBuffer().setLength(0);
+    assertThat(run("bench", "--workload", "keys", "--store", "redis", "--rounds", "0"))
+        .isEqualTo(2);
+    assertOneLineError("--rounds 1-100");
+    err.getBuffer().setLength(0);
+    // postgres's bad setting is found before redis runs: nothing ran, nothing printed
+    out.getBuffer().setLength(0);
+    assertThat(run("bench", "--workload", "keys", "--store", "redis,postgres", "--pg-pool", "0"))
+        .isEqualTo(2);
+    assertOneLineError("--pg-pool 1-1024");
+    assertThat(out.toString()).doesNotContain("== round");
   }
 
   @Test
