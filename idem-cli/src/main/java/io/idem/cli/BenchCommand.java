@@ -7,6 +7,7 @@ import io.idem.client.IdemTransport;
 import io.idem.client.KeyAcquisition;
 import io.idem.client.KeySettlement;
 import io.idem.client.Write;
+import io.idem.keys.postgres.PostgresKeyStore;
 import io.idem.testkit.LocalCluster;
 import io.idem.testkit.PostgresServer;
 import io.idem.testkit.RedisServer;
@@ -192,13 +193,25 @@ final class BenchCommand implements Callable<Integer> {
       defaultValue = PG_SETTINGS,
       description =
           "With --store postgres: the private server's settings beyond PostgreSQL's defaults, as"
-              + " name=value,... (fsync and synchronous_commit stay on; '' for none). Its binaries:"
+              + " name=value,... (fsync, synchronous_commit and full_page_writes stay on; '' for"
+              + " none). Its binaries:"
               + " $IDEM_PG_BIN, else pg_config --bindir, else the newest /usr/lib/postgresql/*/bin."
               + " Default: ${DEFAULT-VALUE}.")
   String pgSettings;
 
   /** The most lanes (threads) --store postgres runs: the defaults' 64 x 32, and twice that. */
   static final int MAX_PG_LANES = 4096;
+
+  /** Settings that would make the PostgreSQL bench measure a store that can lose commits. */
+  static final List<String> DURABILITY_SETTINGS =
+      List.of("fsync", "synchronous_commit", "full_page_writes");
+
+  /**
+   * The private server's max_connections (PostgresServer), and what the bench keeps above a pool.
+   */
+  static final int PG_DEFAULT_CONNECTIONS = 200;
+
+  static final int PG_SPARE_CONNECTIONS = 10;
 
   /**
    * The private PostgreSQL's settings by default: no checkpoint during a run, and commit_delay so
@@ -233,13 +246,23 @@ final class BenchCommand implements Callable<Integer> {
   /** The operations that failed in the last {@link #measure}. */
   private long lastErrors;
 
+  /** The operations still in flight when the last {@link #measure} gave up waiting for them. */
+  private long lastInFlight;
+
   /** What the last {@link #measure} reported, for {@link #sideBySide}. */
   private RunResult lastResult;
 
   private record RunResult(double opsPerSecond, double p50, double p99, double p999) {}
 
-  /** Tells this run's keys from an earlier run's against the same cluster. */
-  private final String run = Long.toHexString(ThreadLocalRandom.current().nextLong());
+  /**
+   * Tells this run's keys from an earlier run's against the same cluster: new for every run, since
+   * each run numbers its operations from 0 (the rounds of a side-by-side run share a cluster).
+   */
+  private String run = newRunId();
+
+  private static String newRunId() {
+    return Long.toHexString(ThreadLocalRandom.current().nextLong());
+  }
 
   @Option(
       names = "--value-size",
@@ -331,6 +354,9 @@ final class BenchCommand implements Callable<Integer> {
    */
   private int one(Store s, ClientTls clientTls, boolean go) throws Exception {
     store = s;
+    if (go) {
+      run = newRunId();
+    }
     if (clientTls != null && (local != 0 || target != Target.idem || store != Store.idem)) {
       spec.commandLine()
           .getErr()
@@ -357,6 +383,15 @@ final class BenchCommand implements Callable<Integer> {
         spec.commandLine().getErr().println("idem: out of range: --pg-pool 1-1024");
         return 2;
       }
+      if (keyRetention.compareTo(PostgresKeyStore.DEFAULT_MAX_RETENTION) > 0) {
+        spec.commandLine()
+            .getErr()
+            .println(
+                "idem: --key-retention: at most "
+                    + PostgresKeyStore.DEFAULT_MAX_RETENTION.toDays()
+                    + " days with --store postgres");
+        return 2;
+      }
       if ((long) sessions * window > MAX_PG_LANES) {
         spec.commandLine()
             .getErr()
@@ -368,6 +403,7 @@ final class BenchCommand implements Callable<Integer> {
         return 2;
       }
       List<String> settings = new ArrayList<>();
+      boolean namesConnections = false;
       for (String part : pgSettings.split(",")) {
         String setting = part.strip();
         if (setting.isEmpty()) {
@@ -380,7 +416,25 @@ final class BenchCommand implements Callable<Integer> {
               .println("idem: --pg-settings: expected name=value, got '" + setting + "'");
           return 2;
         }
+        String name = setting.substring(0, eq).strip().toLowerCase(Locale.ROOT);
+        if (DURABILITY_SETTINGS.contains(name)) {
+          spec.commandLine()
+              .getErr()
+              .println(
+                  "idem: --pg-settings: the bench keeps "
+                      + String.join(", ", DURABILITY_SETTINGS)
+                      + " on; got '"
+                      + setting
+                      + "'");
+          return 2;
+        }
+        if (name.equals("max_connections")) {
+          namesConnections = true;
+        }
         settings.add(setting);
+      }
+      if (!namesConnections && pgPool + PG_SPARE_CONNECTIONS > PG_DEFAULT_CONNECTIONS) {
+        settings.add("max_connections=" + (pgPool + PG_SPARE_CONNECTIONS)); // the pool's, and ours
       }
       return go ? onPostgres(settings) : 0;
     }
@@ -463,6 +517,12 @@ final class BenchCommand implements Callable<Integer> {
     }
     Store base = stores.get(stores.size() - 1);
     double baseSum = results.get(base).stream().mapToDouble(RunResult::opsPerSecond).sum();
+    if (baseSum <= 0) {
+      spec.commandLine()
+          .getErr()
+          .println("idem: --store " + base + " completed no operation: no ratio to it");
+      return 1;
+    }
     out.println();
     out.printf(
         Locale.ROOT,
@@ -486,7 +546,10 @@ final class BenchCommand implements Callable<Integer> {
                 x.p99(),
                 x.p999()));
         if (st != base) {
-          line.append(String.format(Locale.ROOT, " = %.2fx %s", x.opsPerSecond() / baseOps, base));
+          line.append(
+              baseOps > 0
+                  ? String.format(Locale.ROOT, " = %.2fx %s", x.opsPerSecond() / baseOps, base)
+                  : " (no ratio: " + base + " completed nothing this round)");
         }
       }
       out.println(line);
@@ -609,6 +672,15 @@ final class BenchCommand implements Callable<Integer> {
       }
       try (t) {
         int code = measure(t);
+        if (lastInFlight > 0) {
+          spec.commandLine()
+              .getErr()
+              .println(
+                  "idem: the database is not checked: "
+                      + lastInFlight
+                      + " operations were still running 30 s after the end");
+          return 1;
+        }
         String wrong = t.check(lastErrors);
         if (wrong != null) {
           spec.commandLine().getErr().println("idem: the database disagrees: " + wrong);
@@ -769,6 +841,7 @@ final class BenchCommand implements Callable<Integer> {
       spec.commandLine().getErr().println("idem: first error: " + Errors.oneLine(firstError.get()));
     }
     lastErrors = errors.get();
+    lastInFlight = inFlight.get();
     lastResult = new RunResult(throughput, ms(h, 50), ms(h, 99), ms(h, 99.9));
     return errors.get() == 0 ? 0 : 1;
   }

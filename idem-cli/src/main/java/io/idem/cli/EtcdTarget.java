@@ -73,16 +73,6 @@ final class EtcdTarget implements BenchTarget {
   }
 
   @Override
-  public long retries() {
-    return 0;
-  }
-
-  @Override
-  public long duplicates() {
-    return 0;
-  }
-
-  @Override
   public void close() {
     kv.close();
     client.close();

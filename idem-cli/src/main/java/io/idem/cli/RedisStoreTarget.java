@@ -4,8 +4,6 @@ import io.idem.keys.Fingerprint;
 import io.idem.keys.IdempotencyKey;
 import io.idem.keys.redis.RedisEffect;
 import io.idem.keys.redis.RedisKeyStore;
-import io.idem.keys.spi.Acquisition;
-import io.idem.keys.spi.Settlement;
 import io.lettuce.core.RedisClient;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -62,22 +60,9 @@ final class RedisStoreTarget implements BenchTarget {
   public CompletableFuture<?> op(int session, long n) {
     RedisKeyStore store = stores.get(session);
     IdempotencyKey key = new IdempotencyKey(BenchCommand.KEY_SCOPE, run + "-" + session + "-" + n);
-    return store
-        .acquire(key, Fingerprint.none(), inProgress, retention)
-        .thenCompose(
-            a ->
-                a instanceof Acquisition.Acquired got
-                    ? store.complete(key, got.token(), response, effect(store, session, key))
-                    : CompletableFuture.failedFuture(
-                        new IllegalStateException("acquire of a new key answered " + a)))
-        .thenApply(
-            s -> {
-              if (!(s instanceof Settlement.Done)) {
-                throw new IllegalStateException("complete of an acquired key answered " + s);
-              }
-              return s;
-            })
-        .toCompletableFuture();
+    return BenchTarget.acquireThenComplete(
+        store.acquire(key, Fingerprint.none(), inProgress, retention),
+        token -> store.complete(key, token, response, effect(store, session, key)));
   }
 
   /** The ledger push, or null (none). */
@@ -86,16 +71,6 @@ final class RedisStoreTarget implements BenchTarget {
         ? RedisEffect.push(
             store.hashTag() + ":ledger:" + session, key.key().getBytes(StandardCharsets.UTF_8))
         : null;
-  }
-
-  @Override
-  public long retries() {
-    return 0;
-  }
-
-  @Override
-  public long duplicates() {
-    return 0;
   }
 
   @Override

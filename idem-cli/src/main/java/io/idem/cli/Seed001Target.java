@@ -73,16 +73,6 @@ final class Seed001Target implements BenchTarget {
   }
 
   @Override
-  public long retries() {
-    return 0;
-  }
-
-  @Override
-  public long duplicates() {
-    return 0;
-  }
-
-  @Override
   public void close() {
     connections.forEach(StatefulRedisConnection::close); // the client stays the caller's
   }

@@ -302,6 +302,73 @@ class IdemCliTest {
   }
 
   @Test
+  void benchRoundsAgainstOneClusterUseNewKeysInEachRound(@TempDir Path dir) throws Exception {
+    // The rounds share the cluster at --servers, and each run numbers its operations from 0: with
+    // the same keys, the second round's acquires found the first round's completed keys.
+    try (IdemServer server = startNode(dir)) {
+      assertThat(
+              run(
+                  "bench",
+                  "--workload",
+                  "keys",
+                  "--store",
+                  "idem",
+                  "--rounds",
+                  "2",
+                  "--servers",
+                  servers,
+                  "--sessions",
+                  "2",
+                  "--window",
+                  "2",
+                  "--warmup",
+                  "1s",
+                  "--duration",
+                  "1s"))
+          .as(err.toString())
+          .isZero();
+      String[] lines = out.toString().strip().split("[\\r\\n]+");
+      assertThat(lines[lines.length - 1])
+          .startsWith("{\"side_by_side\":{\"workload\":\"keys\",\"rounds\":2,")
+          .contains("\"baseline\":\"idem\"");
+      assertThat(out.toString()).contains("round 2:  idem ");
+      // Each round's measured operations completed keys of their own (and the warm-ups more).
+      Matcher ops =
+          Pattern.compile("\\{\"target\":\"idem\".*\"ops\":(\\d+),").matcher(out.toString());
+      long measured = 0;
+      while (ops.find()) {
+        measured += Long.parseLong(ops.group(1));
+      }
+      assertThat(measured).isPositive();
+      assertThat(server.status().getKeyRecords()).isGreaterThanOrEqualTo(measured);
+    }
+  }
+
+  @Test
+  void benchKeysOnThePostgresStoreInStandardModeRunsMoreLanesThanTheStoreHasThreads() {
+    assertThat(
+            run(
+                "bench",
+                "--workload",
+                "keys",
+                "--store",
+                "postgres",
+                "--pg-mode",
+                "standard",
+                "--sessions",
+                "2",
+                "--window",
+                "600",
+                "--warmup",
+                "1s",
+                "--duration",
+                "1s"))
+        .as(err.toString())
+        .isZero();
+    assertThat(out.toString()).contains("pool 16, 1200 lanes").contains("checked: ");
+  }
+
+  @Test
   void benchSideBySideChecksEveryStoreBeforeItRunsAny() {
     assertThat(run("bench", "--store", "redis,seed001")).isEqualTo(2);
     assertOneLineError("several stores, or --rounds, apply to --workload keys");
@@ -353,6 +420,16 @@ class IdemCliTest {
     err.getBuffer().setLength(0);
     assertThat(run("bench", "--workload", "keys", "--store", "postgres", "--pg-mode", "lazy"))
         .isEqualTo(2);
+    assertThat(err.toString()).contains("--pg-mode").contains("lazy");
+    err.getBuffer().setLength(0);
+    assertThat(
+            run("bench", "--workload", "keys", "--store", "postgres", "--pg-settings", "fsync=off"))
+        .isEqualTo(2);
+    assertOneLineError("the bench keeps fsync, synchronous_commit, full_page_writes on");
+    err.getBuffer().setLength(0);
+    assertThat(run("bench", "--workload", "keys", "--store", "postgres", "--key-retention", "200h"))
+        .isEqualTo(2);
+    assertOneLineError("--key-retention: at most 7 days");
     err.getBuffer().setLength(0);
     assertThat(
             run(
@@ -369,6 +446,7 @@ class IdemCliTest {
                 "no_such_setting=1"))
         .isEqualTo(1);
     assertOneLineError("cannot start PostgreSQL");
+    assertThat(err.toString()).contains("no_such_setting"); // the server's own words
   }
 
   @Test
