@@ -206,11 +206,7 @@ final class BenchCommand implements Callable<Integer> {
   static final List<String> DURABILITY_SETTINGS =
       List.of("fsync", "synchronous_commit", "full_page_writes");
 
-  /**
-   * The private server's max_connections (PostgresServer), and what the bench keeps above a pool.
-   */
-  static final int PG_DEFAULT_CONNECTIONS = 200;
-
+  /** Connections the bench keeps beyond its pool's on the private PostgreSQL (its own checks). */
   static final int PG_SPARE_CONNECTIONS = 10;
 
   /**
@@ -433,7 +429,7 @@ final class BenchCommand implements Callable<Integer> {
         }
         settings.add(setting);
       }
-      if (!namesConnections && pgPool + PG_SPARE_CONNECTIONS > PG_DEFAULT_CONNECTIONS) {
+      if (!namesConnections && pgPool + PG_SPARE_CONNECTIONS > PostgresServer.MAX_CONNECTIONS) {
         settings.add("max_connections=" + (pgPool + PG_SPARE_CONNECTIONS)); // the pool's, and ours
       }
       return go ? onPostgres(settings) : 0;

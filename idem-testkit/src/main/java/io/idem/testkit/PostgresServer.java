@@ -47,6 +47,9 @@ public final class PostgresServer implements AutoCloseable {
   /** The superuser, trusted on 127.0.0.1 without a password. */
   public static final String USER = "postgres";
 
+  /** The server's {@code max_connections}, unless a setting given to {@link #create} changes it. */
+  public static final int MAX_CONNECTIONS = 200;
+
   private static final Duration READY_BOUND = Duration.ofSeconds(60);
   private static final Duration STOP_BOUND = Duration.ofSeconds(10);
 
@@ -198,7 +201,7 @@ public final class PostgresServer implements AutoCloseable {
     cmd.addAll(List.of("-k", dir.resolve("socket").toString()));
     List<String> settings = new ArrayList<>();
     settings.add("listen_addresses=127.0.0.1");
-    settings.add("max_connections=200");
+    settings.add("max_connections=" + MAX_CONNECTIONS);
     if (durability == Durability.FAST) {
       settings.add("fsync=off");
       settings.add("full_page_writes=off");
