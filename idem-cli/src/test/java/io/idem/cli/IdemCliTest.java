@@ -368,85 +368,72 @@ class IdemCliTest {
     assertThat(out.toString()).contains("pool 16, 1200 lanes").contains("checked: ");
   }
 
+  /** {@code idem args} exits 2 with one line of error containing {@code error}. */
+  private void assertRefused(String error, String... args) {
+    err.getBuffer().setLength(0);
+    assertThat(run(args)).as(err.toString()).isEqualTo(2);
+    assertOneLineError(error);
+  }
+
   @Test
   void benchSideBySideChecksEveryStoreBeforeItRunsAny() {
-    assertThat(run("bench", "--store", "redis,seed001")).isEqualTo(2);
-    assertOneLineError("several stores, or --rounds, apply to --workload keys");
-    err.getBuffer().setLength(0);
-    assertThat(run("bench", "--workload", "keys", "--store", "redis,redis")).isEqualTo(2);
-    assertOneLineError("--store names a store twice");
-    err.getBuffer().setLength(0);
-    assertThat(run("bench", "--workload", "keys", "--store", "redis", "--rounds", "0"))
-        .isEqualTo(2);
-    assertOneLineError("--rounds 1-100");
-    err.getBuffer().setLength(0);
+    assertRefused(
+        "several stores, or --rounds, apply to --workload keys",
+        "bench",
+        "--store",
+        "redis,seed001");
+    assertRefused(
+        "--store names a store twice", "bench", "--workload", "keys", "--store", "redis,redis");
+    assertRefused(
+        "--rounds 1-100", "bench", "--workload", "keys", "--store", "redis", "--rounds", "0");
     // postgres's bad setting is found before redis runs: nothing ran, nothing printed
     out.getBuffer().setLength(0);
-    assertThat(run("bench", "--workload", "keys", "--store", "redis,postgres", "--pg-pool", "0"))
-        .isEqualTo(2);
-    assertOneLineError("--pg-pool 1-1024");
+    assertRefused(
+        "--pg-pool 1-1024",
+        "bench",
+        "--workload",
+        "keys",
+        "--store",
+        "redis,postgres",
+        "--pg-pool",
+        "0");
     assertThat(out.toString()).doesNotContain("== round");
   }
 
   @Test
   void benchOnPostgresChecksItsSettings() {
-    assertThat(run("bench", "--store", "postgres")).isEqualTo(2); // the put workload
-    assertOneLineError("--store postgres runs the keys workload on its own PostgreSQL only");
+    String[] pg = {"bench", "--workload", "keys", "--store", "postgres"};
+    assertRefused( // the put workload
+        "--store postgres runs the keys workload on its own PostgreSQL only",
+        "bench",
+        "--store",
+        "postgres");
+    assertRefused("--ledger applies to --store idem, redis or seed001", with(pg, "--ledger"));
+    assertRefused("--pg-pool 1-1024", with(pg, "--pg-pool", "0"));
+    assertRefused(
+        "at most 4096 lanes (--sessions x --window), got 6400",
+        with(pg, "--sessions", "100", "--window", "64"));
+    assertRefused(
+        "--pg-settings: expected name=value, got 'fsync'", with(pg, "--pg-settings", "fsync"));
+    assertRefused(
+        "the bench keeps fsync, synchronous_commit, full_page_writes on",
+        with(pg, "--pg-settings", "fsync=off"));
+    assertRefused("--key-retention: at most 7 days", with(pg, "--key-retention", "200h"));
     err.getBuffer().setLength(0);
-    assertThat(run("bench", "--workload", "keys", "--store", "postgres", "--ledger")).isEqualTo(2);
-    assertOneLineError("--ledger applies to --store idem, redis or seed001");
-    err.getBuffer().setLength(0);
-    assertThat(run("bench", "--workload", "keys", "--store", "postgres", "--pg-pool", "0"))
-        .isEqualTo(2);
-    assertOneLineError("--pg-pool 1-1024");
-    err.getBuffer().setLength(0);
-    assertThat(
-            run(
-                "bench",
-                "--workload",
-                "keys",
-                "--store",
-                "postgres",
-                "--sessions",
-                "100",
-                "--window",
-                "64"))
-        .isEqualTo(2);
-    assertOneLineError("at most 4096 lanes (--sessions x --window), got 6400");
-    err.getBuffer().setLength(0);
-    assertThat(run("bench", "--workload", "keys", "--store", "postgres", "--pg-settings", "fsync"))
-        .isEqualTo(2);
-    assertOneLineError("--pg-settings: expected name=value, got 'fsync'");
-    err.getBuffer().setLength(0);
-    assertThat(run("bench", "--workload", "keys", "--store", "postgres", "--pg-mode", "lazy"))
-        .isEqualTo(2);
+    assertThat(run(with(pg, "--pg-mode", "lazy"))).isEqualTo(2); // picocli's own message
     assertThat(err.toString()).contains("--pg-mode").contains("lazy");
     err.getBuffer().setLength(0);
     assertThat(
-            run("bench", "--workload", "keys", "--store", "postgres", "--pg-settings", "fsync=off"))
-        .isEqualTo(2);
-    assertOneLineError("the bench keeps fsync, synchronous_commit, full_page_writes on");
-    err.getBuffer().setLength(0);
-    assertThat(run("bench", "--workload", "keys", "--store", "postgres", "--key-retention", "200h"))
-        .isEqualTo(2);
-    assertOneLineError("--key-retention: at most 7 days");
-    err.getBuffer().setLength(0);
-    assertThat(
-            run(
-                "bench",
-                "--workload",
-                "keys",
-                "--store",
-                "postgres",
-                "--sessions",
-                "1",
-                "--window",
-                "1",
-                "--pg-settings",
-                "no_such_setting=1"))
+            run(with(pg, "--sessions", "1", "--window", "1", "--pg-settings", "no_such_setting=1")))
         .isEqualTo(1);
     assertOneLineError("cannot start PostgreSQL");
     assertThat(err.toString()).contains("no_such_setting"); // the server's own words
+  }
+
+  private static String[] with(String[] head, String... tail) {
+    String[] all = java.util.Arrays.copyOf(head, head.length + tail.length);
+    System.arraycopy(tail, 0, all, head.length, tail.length);
+    return all;
   }
 
   @Test
