@@ -9,6 +9,7 @@ import io.idem.proto.ClientFrame;
 import io.idem.proto.IdemGrpc;
 import io.idem.proto.Operation;
 import io.idem.proto.RegisterReply;
+import io.idem.proto.RequestBatch;
 import io.idem.proto.ServerFrame;
 import io.idem.proto.StatusReply;
 import io.idem.proto.StatusRequest;
@@ -45,12 +46,29 @@ import org.slf4j.LoggerFactory;
  *   <li>futures are completed on the worker pool, never under the lock and never on an I/O thread,
  *       so a user's callback never stalls a connection either.
  * </ul>
+ *
+ * <p>Requests in batches: when the stream's server takes them, the effects that the callbacks of
+ * one round of completions cause (typically the next call of each of them) wait until the round
+ * ends, and the requests among them then leave in one frame ({@link #flush}). So that a callback
+ * that waits for such a call cannot hang, a wait on a call's future flushes first ({@link
+ * FlushingFuture}), and so does every tick, at most {@link #TICK_MS} later, for any other wait.
  */
 final class SessionDriver {
   private static final Logger LOG = LoggerFactory.getLogger(SessionDriver.class);
 
   /** How often the machine's timers (deadlines, backoffs, stalls, keep-alives) are checked. */
   static final long TICK_MS = 50;
+
+  /**
+   * Requests that leave together stay below this many bytes: a request alone may be larger (up to
+   * the server's inbound limit), but it then goes alone.
+   */
+  static final int MAX_REQUEST_BATCH_BYTES = 1 << 20;
+
+  /**
+   * The session whose round of completions this thread runs, if any: its sends wait for the end.
+   */
+  private static final ThreadLocal<SessionDriver> COMPLETING = new ThreadLocal<>();
 
   /** How long {@link #close} waits for the last effects (a CloseSession, the journal) to run. */
   private static final long STOP_WAIT_MS = 2_000;
@@ -69,6 +87,14 @@ final class SessionDriver {
   private final ScheduledFuture<?> ticking;
   private final Runnable transportClosed = () -> apply(SessionMachine::transportClosed);
   private int closeWaiters;
+
+  /** Whether the open stream takes request batches: callbacks' sends then wait for their round. */
+  private volatile boolean holdSends;
+
+  /** Frames that carried several requests, and the requests in them; written by the runner. */
+  private volatile long batchFrames;
+
+  private volatile long batchedRequests;
 
   /** The address this session last connected at, as told to the transport (under the lock). */
   private String connectedAt = "";
@@ -152,7 +178,8 @@ final class SessionDriver {
   /** Queues {@code op}; the future completes on the worker pool with the server's frame. */
   CompletableFuture<ServerFrame> submit(Operation op, long timeoutNanos) {
     long now = now();
-    SessionMachine.Call c = new SessionMachine.Call(op, now + timeoutNanos);
+    SessionMachine.Call c =
+        new SessionMachine.Call(op, now + timeoutNanos, new FlushingFuture<>(this::flush));
     apply(m -> m.submit(c, now));
     return c.future();
   }
@@ -216,6 +243,7 @@ final class SessionDriver {
    * calls already in to be answered; then fails what is left and releases the session.
    */
   void close(Duration grace) {
+    flush(); // a close from a callback must not wait for sends that wait for the callback
     if (!grace.isZero() && !grace.isNegative()) {
       apply(SessionMachine::stopAccepting);
       long end = now() + grace.toNanos();
@@ -268,16 +296,25 @@ final class SessionDriver {
         }
       }
       List<Effect> out = machine.takeEffects();
+      holdSends = machine.takesRequestBatches();
       if (closeWaiters > 0) {
         lock.notifyAll();
       }
-      if (out.isEmpty()) {
-        return;
-      }
       effects.addAll(out);
     }
-    if (!running.compareAndSet(false, true)) {
-      return; // the busy runner takes them, in order
+    if (holdSends && COMPLETING.get() == this) {
+      return; // a callback of this session's round: what it sends leaves when the round ends
+    }
+    flush();
+  }
+
+  /**
+   * Runs the queued effects, here or on the worker pool (see {@link #apply}), unless the queue is
+   * empty or another runner is busy: that runner takes them, in order.
+   */
+  void flush() {
+    if (effects.isEmpty() || !running.compareAndSet(false, true)) {
+      return;
     }
     if (journal != null) {
       try {
@@ -296,7 +333,11 @@ final class SessionDriver {
       Effect e;
       while ((e = effects.poll()) != null) {
         try {
-          run(e, completions);
+          if (e instanceof Effect.Send s && s.batchable()) {
+            sendTogether(s);
+          } else {
+            run(e, completions);
+          }
         } catch (RuntimeException ex) {
           LOG.warn("session effect {} failed", e.getClass().getSimpleName(), ex);
         }
@@ -312,8 +353,65 @@ final class SessionDriver {
     }
   }
 
+  /**
+   * Sends {@code first} and the batchable sends on its stream that directly follow it in the queue
+   * in one frame, below {@link #MAX_REQUEST_BATCH_BYTES} together. The runner alone polls.
+   */
+  private void sendTogether(Effect.Send first) {
+    List<Effect.Send> run = new ArrayList<>();
+    run.add(first);
+    long bytes = first.frame().getSerializedSize();
+    while (effects.peek() instanceof Effect.Send s
+        && s.batchable()
+        && s.stream() == first.stream()
+        && bytes + s.frame().getSerializedSize() <= MAX_REQUEST_BATCH_BYTES) {
+      effects.poll();
+      run.add(s);
+      bytes += s.frame().getSerializedSize();
+    }
+    if (run.size() == 1) {
+      send(first);
+      return;
+    }
+    RequestBatch.Builder batch = RequestBatch.newBuilder();
+    for (Effect.Send s : run) {
+      batch.addRequests(s.frame().getRequest());
+    }
+    batchFrames++;
+    batchedRequests += run.size();
+    send(new Effect.Send(first.stream(), ClientFrame.newBuilder().setRequests(batch).build()));
+  }
+
+  /** Frames sent with several requests each. */
+  long batchFrames() {
+    return batchFrames;
+  }
+
+  /** Requests sent in such frames. */
+  long batchedRequests() {
+    return batchedRequests;
+  }
+
+  /**
+   * Completes a batch of calls on the worker pool, as one round: the effects of its callbacks on
+   * this session wait until the round ends, then run together ({@link #flush}).
+   */
   private void complete(List<Runnable> batch) {
-    Runnable all = () -> batch.forEach(Runnable::run);
+    Runnable all =
+        () -> {
+          SessionDriver outer = COMPLETING.get();
+          COMPLETING.set(this);
+          try {
+            batch.forEach(Runnable::run);
+          } finally {
+            if (outer == null) {
+              COMPLETING.remove();
+            } else {
+              COMPLETING.set(outer);
+            }
+            flush();
+          }
+        };
     try {
       transport.workers().execute(all);
     } catch (RejectedExecutionException e) {

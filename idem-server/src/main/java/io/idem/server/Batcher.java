@@ -100,21 +100,33 @@ final class Batcher implements AutoCloseable {
 
   /** Queues {@code command} for the next entry; completes with its outcome once applied. */
   CompletableFuture<CommandResult> submit(Command command) {
-    CompletableFuture<CommandResult> f = new CompletableFuture<>();
+    return submitAll(List.of(command)).get(0);
+  }
+
+  /**
+   * Queues {@code commands} in their order, under one acquisition of the lock (a batch of requests
+   * from one frame); each gets its own future, as from {@link #submit}.
+   */
+  List<CompletableFuture<CommandResult>> submitAll(List<Command> commands) {
+    List<CompletableFuture<CommandResult>> futures = new ArrayList<>(commands.size());
     lock.lock();
     try {
-      if (closed) {
-        f.completeExceptionally(new ReplicatedLog.NotLeaderException(""));
-      } else if (queue.size() >= settings.maxQueued()) {
-        f.completeExceptionally(new OverloadedException(queue.size()));
-      } else {
-        queue.add(new Pending(command, command.getSerializedSize(), f));
-        changed.signal();
+      for (Command command : commands) {
+        CompletableFuture<CommandResult> f = new CompletableFuture<>();
+        futures.add(f);
+        if (closed) {
+          f.completeExceptionally(new ReplicatedLog.NotLeaderException(""));
+        } else if (queue.size() >= settings.maxQueued()) {
+          f.completeExceptionally(new OverloadedException(queue.size()));
+        } else {
+          queue.add(new Pending(command, command.getSerializedSize(), f));
+        }
       }
+      changed.signal();
     } finally {
       lock.unlock();
     }
-    return f;
+    return futures;
   }
 
   /**

@@ -23,6 +23,7 @@ import io.idem.proto.KeepAliveCmd;
 import io.idem.proto.RegisterCmd;
 import io.idem.proto.RegisterReply;
 import io.idem.proto.RegisterRequest;
+import io.idem.proto.Request;
 import io.idem.proto.Result;
 import io.idem.proto.ServerFrame;
 import io.idem.proto.SessionCmd;
@@ -69,6 +70,7 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
   private final Supplier<StatusReply> status;
   private final Membership membership;
   private final boolean unsafeLocalReads;
+  private final ServerMetrics metrics;
   private final SecureRandom random = new SecureRandom();
 
   FrontDoor(
@@ -77,13 +79,15 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       IdemStateMachine stateMachine,
       Supplier<StatusReply> status,
       Membership membership,
-      boolean unsafeLocalReads) {
+      boolean unsafeLocalReads,
+      ServerMetrics metrics) {
     this.log = log;
     this.batcher = batcher;
     this.stateMachine = stateMachine;
     this.status = status;
     this.membership = membership;
     this.unsafeLocalReads = unsafeLocalReads;
+    this.metrics = metrics;
   }
 
   @Override
@@ -255,10 +259,12 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
   }
 
   /**
-   * One session's stream: a Hello, then requests and keep-alives. If the Hello set {@code batches},
-   * the answers that one {@link AnswerRound} hands out are kept and leave in one frame when it
-   * closes; every other frame first sends what is kept, so the stream's order stays the order in
-   * which its answers were given.
+   * One session's stream: a Hello, then requests (alone or in batches, each handled as if it had
+   * come alone) and keep-alives. If the Hello set {@code request_batches}, the stream answers it
+   * with a frame that says it takes request batches. If the Hello set {@code batches}, the answers
+   * that one {@link AnswerRound} hands out are kept and leave in one frame when it closes; every
+   * other frame first sends what is kept, so the stream's order stays the order in which its
+   * answers were given.
    */
   private final class SessionStream implements StreamObserver<ClientFrame>, AnswerRound.Member {
     private final ServerCallStreamObserver<ServerFrame> out;
@@ -291,18 +297,30 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       switch (frame.getFrameCase()) {
         case HELLO -> onHello(frame.getHello());
         case REQUEST -> {
+          if (bound()) {
+            request(frame.getRequest());
+          }
+        }
+        case REQUESTS -> {
           if (!bound()) {
             return;
           }
-          SessionCmd cmd =
-              SessionCmd.newBuilder()
-                  .setClientId(hello.getClientId())
-                  .setEpoch(hello.getEpoch())
-                  .setSeq(frame.getRequest().getSeq())
-                  .setAck(frame.getRequest().getAck())
-                  .setOp(frame.getRequest().getOp())
-                  .build();
-          forward(Command.newBuilder().setSession(cmd).build(), frame.getRequest().getSeq());
+          if (frame.getRequests().getRequestsCount() == 0) {
+            endWith(Code.INVALID_ARGUMENT, "an empty request batch");
+            return;
+          }
+          metrics.requestBatch(frame.getRequests().getRequestsCount());
+          List<Command> commands = new ArrayList<>(frame.getRequests().getRequestsCount());
+          for (Request r : frame.getRequests().getRequestsList()) {
+            commands.add(sessionCommand(r));
+          }
+          synchronized (this) {
+            owed += commands.size();
+          }
+          List<CompletableFuture<CommandResult>> results = batcher.submitAll(commands);
+          for (int i = 0; i < results.size(); i++) {
+            whenAnswered(results.get(i), frame.getRequests().getRequests(i).getSeq());
+          }
         }
         case KEEP_ALIVE -> {
           if (!bound()) {
@@ -329,6 +347,22 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
         }
         default -> endWith(Code.INVALID_ARGUMENT, "empty frame");
       }
+    }
+
+    private void request(Request r) {
+      forward(sessionCommand(r), r.getSeq());
+    }
+
+    private Command sessionCommand(Request r) {
+      SessionCmd cmd =
+          SessionCmd.newBuilder()
+              .setClientId(hello.getClientId())
+              .setEpoch(hello.getEpoch())
+              .setSeq(r.getSeq())
+              .setAck(r.getAck())
+              .setOp(r.getOp())
+              .build();
+      return Command.newBuilder().setSession(cmd).build();
     }
 
     private void onHello(Hello h) {
@@ -360,6 +394,14 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
         case OK -> {}
       }
       hello = h;
+      if (h.getRequestBatches()) {
+        send(
+            ServerFrame.newBuilder()
+                .setSeq(0)
+                .setResult(Result.newBuilder().setCode(Code.OK))
+                .setTakesRequestBatches(true)
+                .build());
+      }
     }
 
     private boolean bound() {
@@ -374,16 +416,19 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       synchronized (this) {
         owed++;
       }
-      batcher
-          .submit(cmd)
-          .whenComplete(
-              (CommandResult result, Throwable error) -> {
-                try {
-                  answer(result, error, seq);
-                } finally {
-                  paid();
-                }
-              });
+      whenAnswered(batcher.submit(cmd), seq);
+    }
+
+    /** Answers request {@code seq} (0: a keep-alive or close) when its command is done. */
+    private void whenAnswered(CompletableFuture<CommandResult> result, long seq) {
+      result.whenComplete(
+          (CommandResult r, Throwable error) -> {
+            try {
+              answer(r, error, seq);
+            } finally {
+              paid();
+            }
+          });
     }
 
     private void answer(CommandResult result, Throwable error, long seq) {

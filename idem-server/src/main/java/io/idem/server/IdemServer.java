@@ -72,7 +72,13 @@ public final class IdemServer implements AutoCloseable {
     this.membership = new Membership(raft, a -> probe(a, config.tls()));
     FrontDoor door =
         new FrontDoor(
-            raft, batcher, stateMachine, this::status, membership, config.unsafeLocalReads());
+            raft,
+            batcher,
+            stateMachine,
+            this::status,
+            membership,
+            config.unsafeLocalReads(),
+            metrics);
     String client = config.clientListenAddress();
     int colon = client.lastIndexOf(':');
     try {

@@ -36,6 +36,8 @@ final class ServerMetrics {
   private final Timer snapshotFreeze;
   private final Timer snapshotWrite;
   private final DistributionSummary snapshotBytes;
+  private final Counter requestBatches;
+  private final Counter batchedRequests;
 
   ServerMetrics(String nodeId) {
     registry.config().commonTags("node", nodeId);
@@ -86,6 +88,20 @@ final class ServerMetrics {
             .description("Size of the snapshots written")
             .baseUnit("bytes")
             .register(registry);
+    requestBatches =
+        Counter.builder("idem.request.batches")
+            .description("Frames that brought several requests to this node's client port")
+            .register(registry);
+    batchedRequests =
+        Counter.builder("idem.requests.batched")
+            .description("Requests that came in such frames")
+            .register(registry);
+  }
+
+  /** A frame brought {@code requests} requests together. */
+  void requestBatch(int requests) {
+    requestBatches.increment();
+    batchedRequests.increment(requests);
   }
 
   /** The registry, for the node's gauges and the admin port's scrape. */

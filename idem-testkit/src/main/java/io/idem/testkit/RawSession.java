@@ -14,12 +14,14 @@ import io.idem.proto.Operation;
 import io.idem.proto.RegisterReply;
 import io.idem.proto.RegisterRequest;
 import io.idem.proto.Request;
+import io.idem.proto.RequestBatch;
 import io.idem.proto.ServerFrame;
 import io.idem.proto.SessionKeepAlive;
 import io.idem.proto.StatusReply;
 import io.idem.proto.StatusRequest;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
@@ -98,6 +100,18 @@ public final class RawSession implements AutoCloseable {
    * in one frame ({@code batches}): the frames then come as the server sends them, a batch as one.
    */
   public void open(long clientId, long epoch, long secretHi, long secretLo, boolean batches) {
+    open(
+        Hello.newBuilder()
+            .setClientId(clientId)
+            .setEpoch(epoch)
+            .setSecretHi(secretHi)
+            .setSecretLo(secretLo)
+            .setBatches(batches)
+            .build());
+  }
+
+  /** Opens the session stream and sends {@code hello}, as it is. */
+  public void open(Hello hello) {
     CountDownLatch streamEnded = new CountDownLatch(1);
     ended = streamEnded;
     stream =
@@ -119,16 +133,7 @@ public final class RawSession implements AutoCloseable {
                     streamEnded.countDown();
                   }
                 });
-    stream.onNext(
-        ClientFrame.newBuilder()
-            .setHello(
-                Hello.newBuilder()
-                    .setClientId(clientId)
-                    .setEpoch(epoch)
-                    .setSecretHi(secretHi)
-                    .setSecretLo(secretLo)
-                    .setBatches(batches))
-            .build());
+    stream.onNext(ClientFrame.newBuilder().setHello(hello).build());
   }
 
   /** {@link #open(long, long, long, long)} with a registration's grant. */
@@ -139,6 +144,14 @@ public final class RawSession implements AutoCloseable {
   /** {@link #open(long, long, long, long, boolean)} with a registration's grant. */
   public void open(RegisterReply grant, boolean batches) {
     open(grant.getClientId(), grant.getEpoch(), grant.getSecretHi(), grant.getSecretLo(), batches);
+  }
+
+  /** Sends {@code requests} in one frame (ClientFrame.requests), in their order. */
+  public void sendAll(List<Request> requests) {
+    stream.onNext(
+        ClientFrame.newBuilder()
+            .setRequests(RequestBatch.newBuilder().addAllRequests(requests))
+            .build());
   }
 
   /** Sends request {@code seq} with {@code ack}. */

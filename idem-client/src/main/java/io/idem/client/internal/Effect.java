@@ -23,8 +23,17 @@ public sealed interface Effect {
   /** Open session stream number {@code stream} to {@code address} and send {@code hello} first. */
   record OpenStream(int stream, String address, Hello hello) implements Effect {}
 
-  /** Write {@code frame} on stream {@code stream}, if it is still the open one. */
-  record Send(int stream, ClientFrame frame) implements Effect {}
+  /**
+   * Write {@code frame} on stream {@code stream}, if it is still the open one. A {@code batchable}
+   * frame is a request on a stream that takes request batches: the driver may send it in one frame
+   * with the batchable sends that follow it directly.
+   */
+  record Send(int stream, ClientFrame frame, boolean batchable) implements Effect {
+    /** A frame that goes alone. */
+    public Send(int stream, ClientFrame frame) {
+      this(stream, frame, false);
+    }
+  }
 
   /** End stream {@code stream}: cancel it, or half-close it (a graceful end). */
   record EndStream(int stream, boolean cancel) implements Effect {}

@@ -148,15 +148,21 @@ public final class SessionMachine {
   public static final class Call {
     final Operation op;
     final long deadline;
-    final CompletableFuture<ServerFrame> future = new CompletableFuture<>();
+    final CompletableFuture<ServerFrame> future;
     long seq;
     long sentAt;
     boolean timedOut;
 
     /** A call of {@code op} that may wait until {@code deadline} (nanoTime scale). */
     public Call(Operation op, long deadline) {
+      this(op, deadline, new CompletableFuture<>());
+    }
+
+    /** The same, answered through {@code future} (an incomplete future of the driver's kind). */
+    public Call(Operation op, long deadline, CompletableFuture<ServerFrame> future) {
       this.op = op;
       this.deadline = deadline;
+      this.future = future;
     }
 
     /** The operation. */
@@ -204,6 +210,10 @@ public final class SessionMachine {
   private int serverIndex;
   private String leaderHint = "";
   private int stream;
+
+  /** Whether the open stream's server said it takes several requests in one frame. */
+  private boolean takesRequestBatches;
+
   private long backoff = MIN_BACKOFF_NANOS;
 
   /** Why the last registration attempt failed, until one is answered; "" if unknown. */
@@ -364,7 +374,7 @@ public final class SessionMachine {
     Code code = f.getResult().getCode();
     if (f.getSeq() == 0) {
       switch (code) {
-        case OK -> {}
+        case OK -> takesRequestBatches |= f.getTakesRequestBatches();
         case NOT_LEADER -> reconnect(f.getLeaderHint(), now);
         case SESSION_EXPIRED -> sessionGone("session " + clientId + " expired", now);
         case FENCED ->
@@ -671,6 +681,7 @@ public final class SessionMachine {
 
   private void openStream(long now) {
     stream++;
+    takesRequestBatches = false;
     state = State.CONNECTED;
     lastFrameAt = now;
     lastKeepAliveAt = now;
@@ -685,6 +696,7 @@ public final class SessionMachine {
                 .setSecretHi(secretHi)
                 .setSecretLo(secretLo)
                 .setBatches(true)
+                .setRequestBatches(true)
                 .build()));
     resendFrom(Long.MIN_VALUE, now);
     pump(now);
@@ -759,7 +771,16 @@ public final class SessionMachine {
             ClientFrame.newBuilder()
                 .setRequest(
                     Request.newBuilder().setSeq(c.seq).setAck(lowestUnanswered()).setOp(c.op))
-                .build()));
+                .build(),
+            takesRequestBatches));
+  }
+
+  /**
+   * Whether the open stream takes several requests in one frame: the driver then holds the sends
+   * that a round of callbacks makes until the round ends, to send them together.
+   */
+  public boolean takesRequestBatches() {
+    return state == State.CONNECTED && takesRequestBatches;
   }
 
   /**

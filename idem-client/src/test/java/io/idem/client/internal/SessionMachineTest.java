@@ -332,6 +332,38 @@ class SessionMachineTest {
     }
 
     @Test
+    void requestsGoTogetherOnlyOnAStreamWhoseServerSaidItTakesThem() {
+      c1 = h.submit("v1");
+      List<Effect> e = h.register(42);
+      assertThat(only(e, Effect.OpenStream.class).hello().getRequestBatches()).isTrue();
+      assertThat(all(e, Effect.Send.class)).singleElement().matches(s -> !s.batchable());
+      assertThat(h.m.takesRequestBatches()).isFalse();
+
+      h.m.frame(h.stream(), takesRequestBatches(), h.now);
+      assertThat(h.m.takesRequestBatches()).isTrue();
+      assertThat(h.effects()).as("the server's word changes nothing else").isEmpty();
+      h.submit("v2");
+      assertThat(all(h.effects(), Effect.Send.class))
+          .singleElement()
+          .matches(Effect.Send::batchable);
+
+      // A new stream (to another server, perhaps an older one) must be told again.
+      h.m.streamEnded(h.stream(), h.now);
+      assertThat(h.m.takesRequestBatches()).isFalse();
+      h.advance(SessionMachine.MAX_BACKOFF_NANOS);
+      List<Effect> resent = h.effects();
+      assertThat(sentSeqs(resent)).containsExactly(1L, 2L);
+      assertThat(all(resent, Effect.Send.class)).noneMatch(Effect.Send::batchable);
+      h.m.frame(h.stream(), takesRequestBatches(), h.now);
+      h.submit("v3");
+      assertThat(all(h.effects(), Effect.Send.class)).allMatch(Effect.Send::batchable);
+    }
+
+    private ServerFrame takesRequestBatches() {
+      return sessionFrame(Code.OK, "").toBuilder().setTakesRequestBatches(true).build();
+    }
+
+    @Test
     void theWindowBoundsTheSpanFromTheLowestUnansweredNotTheCount() {
       connect();
       h.submit("v3");
