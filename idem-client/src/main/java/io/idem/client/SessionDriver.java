@@ -91,11 +91,6 @@ final class SessionDriver {
   /** Whether the open stream takes request batches: callbacks' sends then wait for their round. */
   private volatile boolean holdSends;
 
-  /** Frames that carried several requests, and the requests in them; written by the runner. */
-  private volatile long batchFrames;
-
-  private volatile long batchedRequests;
-
   /** The address this session last connected at, as told to the transport (under the lock). */
   private String connectedAt = "";
 
@@ -296,7 +291,9 @@ final class SessionDriver {
         }
       }
       List<Effect> out = machine.takeEffects();
-      holdSends = machine.takesRequestBatches();
+      // With a journal each call's send follows its own journal write, so nothing would go
+      // together: holding would only delay.
+      holdSends = journal == null && machine.takesRequestBatches();
       if (closeWaiters > 0) {
         lock.notifyAll();
       }
@@ -377,19 +374,7 @@ final class SessionDriver {
     for (Effect.Send s : run) {
       batch.addRequests(s.frame().getRequest());
     }
-    batchFrames++;
-    batchedRequests += run.size();
     send(new Effect.Send(first.stream(), ClientFrame.newBuilder().setRequests(batch).build()));
-  }
-
-  /** Frames sent with several requests each. */
-  long batchFrames() {
-    return batchFrames;
-  }
-
-  /** Requests sent in such frames. */
-  long batchedRequests() {
-    return batchedRequests;
   }
 
   /**
@@ -397,7 +382,7 @@ final class SessionDriver {
    * this session wait until the round ends, then run together ({@link #flush}).
    */
   private void complete(List<Runnable> batch) {
-    Runnable all =
+    Runnable round =
         () -> {
           SessionDriver outer = COMPLETING.get();
           COMPLETING.set(this);
@@ -413,9 +398,11 @@ final class SessionDriver {
           }
         };
     try {
-      transport.workers().execute(all);
+      transport.workers().execute(round);
     } catch (RejectedExecutionException e) {
-      all.run(); // the transport is shut down: complete them here rather than never
+      // The transport is shut down: complete them here rather than never, on the runner, which
+      // holds nothing back (the effects they cause run after them, in this drain).
+      batch.forEach(Runnable::run);
     }
   }
 

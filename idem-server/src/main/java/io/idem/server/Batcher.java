@@ -109,22 +109,34 @@ final class Batcher implements AutoCloseable {
    */
   List<CompletableFuture<CommandResult>> submitAll(List<Command> commands) {
     List<CompletableFuture<CommandResult>> futures = new ArrayList<>(commands.size());
+    for (int i = 0; i < commands.size(); i++) {
+      futures.add(new CompletableFuture<>());
+    }
+    int queued = 0;
+    RuntimeException refused = null;
     lock.lock();
     try {
-      for (Command command : commands) {
-        CompletableFuture<CommandResult> f = new CompletableFuture<>();
-        futures.add(f);
+      for (; queued < commands.size(); queued++) {
         if (closed) {
-          f.completeExceptionally(new ReplicatedLog.NotLeaderException(""));
-        } else if (queue.size() >= settings.maxQueued()) {
-          f.completeExceptionally(new OverloadedException(queue.size()));
-        } else {
-          queue.add(new Pending(command, command.getSerializedSize(), f));
+          refused = new ReplicatedLog.NotLeaderException("");
+          break;
         }
+        if (queue.size() >= settings.maxQueued()) {
+          refused = new OverloadedException(queue.size());
+          break;
+        }
+        Command command = commands.get(queued);
+        queue.add(new Pending(command, command.getSerializedSize(), futures.get(queued)));
       }
-      changed.signal();
+      if (queued > 0) {
+        changed.signal();
+      }
     } finally {
       lock.unlock();
+    }
+    // The rest share one exception, and fail outside the lock (they have no callbacks yet anyway).
+    for (int i = queued; i < commands.size(); i++) {
+      futures.get(i).completeExceptionally(refused);
     }
     return futures;
   }

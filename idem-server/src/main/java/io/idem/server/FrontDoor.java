@@ -3,6 +3,7 @@ package io.idem.server;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
 import io.idem.core.SessionTable;
+import io.idem.core.SessionTableConfig;
 import io.idem.proto.ChangeMembersReply;
 import io.idem.proto.ChangeMembersRequest;
 import io.idem.proto.ClientFrame;
@@ -61,6 +62,13 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
    * of a client that did not raise it, whatever the session window.
    */
   static final int MAX_BATCH_BYTES = 1 << 20;
+
+  /**
+   * The most requests one request batch may carry: the largest window a cluster may set, so a batch
+   * never holds more than a session may have in flight, and one frame cannot fill the batcher's
+   * queue for every other session.
+   */
+  static final int MAX_REQUESTS_PER_BATCH = SessionTableConfig.MAX_WINDOW;
 
   private static final Logger LOG = LoggerFactory.getLogger(FrontDoor.class);
 
@@ -305,8 +313,17 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
           if (!bound()) {
             return;
           }
-          if (frame.getRequests().getRequestsCount() == 0) {
-            endWith(Code.INVALID_ARGUMENT, "an empty request batch");
+          int n = frame.getRequests().getRequestsCount();
+          if (n == 0 || n > MAX_REQUESTS_PER_BATCH) {
+            endWith(
+                Code.INVALID_ARGUMENT,
+                n == 0
+                    ? "an empty request batch"
+                    : "a request batch of "
+                        + n
+                        + " requests; at most "
+                        + MAX_REQUESTS_PER_BATCH
+                        + " (the largest window)");
             return;
           }
           metrics.requestBatch(frame.getRequests().getRequestsCount());

@@ -90,15 +90,16 @@ final class ServerMetrics {
             .register(registry);
     requestBatches =
         Counter.builder("idem.request.batches")
-            .description("Frames that brought several requests to this node's client port")
+            .description(
+                "Request batches (ClientFrame.requests) that came to this node's client port")
             .register(registry);
     batchedRequests =
         Counter.builder("idem.requests.batched")
-            .description("Requests that came in such frames")
+            .description("Requests that came in request batches")
             .register(registry);
   }
 
-  /** A frame brought {@code requests} requests together. */
+  /** A request batch brought {@code requests} requests. */
   void requestBatch(int requests) {
     requestBatches.increment();
     batchedRequests.increment(requests);

@@ -277,6 +277,26 @@ class BatcherTest {
   }
 
   @Test
+  void aBatchQueuesInOrderUntilTheQueueIsFullAndTheRestIsRefusedAsOverloaded() throws Exception {
+    Batcher b = batcher(4096, 1 << 20, 3, 60_000);
+    b.submit(cmd(1));
+    HandLog.Appended e1 = log.next(); // in flight: what follows queues
+    List<CompletableFuture<CommandResult>> all =
+        b.submitAll(List.of(cmd(2), cmd(3), cmd(4), cmd(5), cmd(6)));
+    assertThat(all).hasSize(5);
+    assertThat(all.subList(0, 3)).noneMatch(CompletableFuture::isDone);
+    assertThat(all.subList(3, 5)).allMatch(CompletableFuture::isCompletedExceptionally);
+    assertThat(failure(all.get(3))).isInstanceOf(Batcher.OverloadedException.class);
+    e1.answer();
+    HandLog.Appended e2 = log.next();
+    assertThat(ids(e2.entry())).containsExactly(2L, 3L, 4L);
+    e2.answer();
+    for (int i = 0; i < 3; i++) {
+      assertThat(all.get(i).get(10, TimeUnit.SECONDS).getFrame().getSeq()).isEqualTo(i + 2);
+    }
+  }
+
+  @Test
   void aFailedEntryFailsEachOfItsCommandsAndAShortAnswerToo() throws Exception {
     Batcher b = batcher(4096, 1 << 20, 1000, 60_000);
     CompletableFuture<CommandResult> a = b.submit(cmd(1));

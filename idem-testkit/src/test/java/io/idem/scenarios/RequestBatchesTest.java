@@ -3,6 +3,7 @@ package io.idem.scenarios;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.idem.client.IdemClient;
+import io.idem.core.SessionTableConfig;
 import io.idem.proto.Code;
 import io.idem.proto.Hello;
 import io.idem.proto.Increment;
@@ -105,6 +106,24 @@ class RequestBatchesTest {
   }
 
   @Test
+  void aBatchLargerThanTheLargestWindowEndsTheStreamWithAClearError() throws Exception {
+    try (RawSession raw = session(true)) {
+      assertThat(raw.next().getTakesRequestBatches()).isTrue();
+      List<Request> requests = new ArrayList<>();
+      for (long seq = 1; seq <= SessionTableConfig.MAX_WINDOW + 1; seq++) {
+        requests.add(request(seq, "raw-oversized"));
+      }
+      raw.sendAll(requests);
+      ServerFrame f = raw.next();
+      assertThat(f.getSeq()).isZero();
+      assertThat(f.getResult().getCode()).isEqualTo(Code.INVALID_ARGUMENT);
+      assertThat(f.getResult().getMessage())
+          .isEqualTo("a request batch of 65537 requests; at most 65536 (the largest window)");
+      assertThat(raw.awaitEnd(Duration.ofSeconds(10))).isTrue();
+    }
+  }
+
+  @Test
   void anEmptyBatchEndsTheStreamWithAClearError() throws Exception {
     try (RawSession raw = session(true)) {
       assertThat(raw.next().getTakesRequestBatches()).isTrue();
@@ -156,7 +175,9 @@ class RequestBatchesTest {
   /**
    * A callback's own call waits for the end of its round; a callback that waits for that call must
    * not wait forever: a wait on the call's future sends it at once, and any other wait (here a
-   * latch that another callback counts down) gets it sent by the session's next tick.
+   * latch that another callback counts down) gets it sent by the session's next tick. Without the
+   * tick's flush the latch wait times out (checked: 10 s, then false); the other two waits are also
+   * ended by the tick, so FlushingFutureTest checks that a wait on a future sends first.
    */
   @Test
   void aCallbackThatWaitsForACallOfItsOwnSessionDoesNotHang() throws Exception {
@@ -190,7 +211,8 @@ class RequestBatchesTest {
             .thenRun(
                 () -> {
                   other.incrementAsync("waits-inner", 1);
-                  other.close(); // waits for the call just made, which waits for this round
+                  // A graceful close waits for the call just made, held back by this round.
+                  other.close(Duration.ofSeconds(5));
                   closing.complete(null);
                 });
         closing.get(10, TimeUnit.SECONDS);

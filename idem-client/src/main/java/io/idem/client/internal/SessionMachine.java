@@ -368,13 +368,20 @@ public final class SessionMachine {
     if (state != State.CONNECTED || id != stream) {
       return;
     }
+    if (f.getSeq() == 0 && f.getTakesRequestBatches()) {
+      // The answer to the Hello: alive, but not a reason to reset the backoff (a server that
+      // accepts the Hello and then drops the stream must not be retried every tick).
+      lastFrameAt = now;
+      takesRequestBatches = f.getResult().getCode() == Code.OK;
+      return;
+    }
     lastFrameAt = now;
     keepAliveUnanswered = false;
     backoff = MIN_BACKOFF_NANOS;
     Code code = f.getResult().getCode();
     if (f.getSeq() == 0) {
       switch (code) {
-        case OK -> takesRequestBatches |= f.getTakesRequestBatches();
+        case OK -> {}
         case NOT_LEADER -> reconnect(f.getLeaderHint(), now);
         case SESSION_EXPIRED -> sessionGone("session " + clientId + " expired", now);
         case FENCED ->

@@ -119,7 +119,8 @@ public final class IdemKeyStore implements KeyStore {
     } catch (RuntimeException e) {
       return CompletableFuture.failedFuture(translate(key, e));
     }
-    CompletableFuture<T> out = new CompletableFuture<>();
+    // Of the client's kind: a wait on it sends what the client holds back, as a wait on f would.
+    CompletableFuture<T> out = f.newIncompleteFuture();
     f.whenComplete(
         (v, e) -> {
           if (e == null) {
