@@ -161,10 +161,15 @@ public final class KeyTable {
     record Invalid(String reason) implements Settlement {}
   }
 
-  /** One key's record. Completed records have {@code response != null}. */
+  /**
+   * One key's record. Completed records have {@code response != null}. A record of an older
+   * generation than the table's may be in a frozen copy that a writer thread is reading: it is
+   * copied before it changes ({@link #writable}).
+   */
   private static final class Record {
     final KeyId id;
     final byte[] fingerprint;
+    long generation;
     long token;
     long deadline;
     long retentionMs;
@@ -226,6 +231,8 @@ public final class KeyTable {
   private final Map<KeyId, Record> records = new HashMap<>();
   private final TreeSet<Due> expiry = new TreeSet<>();
   private long lastToken;
+  // Bumped by freeze(): every record of an older generation may be shared with a frozen copy.
+  private long generation;
   private long bytes; // the sum of the records' footprints
 
   /** An empty table with {@code bounds}. */
@@ -303,10 +310,12 @@ public final class KeyTable {
                 + " bytes): retry after records expire");
       }
       r = new Record(id, fingerprint.clone());
+      r.generation = generation;
       records.put(id, r);
       bytes += r.footprint();
     } else {
       expiry.remove(new Due(r.expiresAt(), r.token, id));
+      r = writable(r);
     }
     lastToken = token;
     r.token = token;
@@ -328,6 +337,7 @@ public final class KeyTable {
       return fenced(id);
     }
     expiry.remove(new Due(r.expiresAt(), r.token, id));
+    r = writable(r);
     r.response = response.clone();
     bytes += response.length;
     r.completedAt = now;
@@ -357,6 +367,7 @@ public final class KeyTable {
       return fenced(id);
     }
     expiry.remove(new Due(r.expiresAt(), r.token, id));
+    r = writable(r);
     r.deadline = now + extensionMs;
     expiry.add(new Due(r.expiresAt(), r.token, id));
     return new Settlement.Done(r.deadline);
@@ -456,6 +467,20 @@ public final class KeyTable {
     return r != null && r.response == null && r.token == token ? r : null;
   }
 
+  /**
+   * {@code r}, or, if a frozen copy may share it (an older generation), a copy of it that replaces
+   * it in the table: what a writer thread reads never changes under it.
+   */
+  private Record writable(Record r) {
+    if (r.generation == generation) {
+      return r;
+    }
+    Record c = r.copy();
+    c.generation = generation;
+    records.put(c.id, c);
+    return c;
+  }
+
   private Settlement fenced(KeyId id) {
     Record r = records.get(id);
     return new Settlement.Fenced(r == null || r.response != null ? 0 : r.token);
@@ -494,18 +519,15 @@ public final class KeyTable {
   }
 
   /**
-   * A copy of the table as it is now, cheap to take (the records' fields, sharing their immutable
-   * byte arrays), that writes exactly what {@link #writeSnapshot} would have written now, however
-   * the table changes afterwards. The server takes it under its state lock and writes it off the
-   * apply thread.
+   * A copy of the table as it is now, cheap to take, that writes exactly what {@link
+   * #writeSnapshot} would have written now, however the table changes afterwards. The server takes
+   * it under its state lock and writes it off the apply thread. It holds the records themselves,
+   * not copies (copying half a million of them stalled the apply thread for 200-400 ms, see
+   * docs/PERFORMANCE.md): the table copies a record before it next changes one of them instead.
    */
   public Frozen freeze() {
-    Record[] copies = new Record[records.size()];
-    int i = 0;
-    for (Record r : records.values()) {
-      copies[i++] = r.copy();
-    }
-    return new Frozen(bounds, lastToken, copies);
+    generation++;
+    return new Frozen(bounds, lastToken, records.values().toArray(new Record[0]));
   }
 
   /** A table's state as of {@link #freeze}: it writes the table's snapshot. */

@@ -21,8 +21,10 @@ import net.jqwik.api.constraints.IntRange;
 /**
  * {@link KeyTable} against a plain reference model, over random operations on a few keys by owners
  * that pause, retry and go stale: the answers agree with the model, tokens only grow, a takeover
- * happens only after the owner's deadline, a stale token never changes anything, and a replica
- * restored from a snapshot midway gives the same answers and digest as one that was not.
+ * happens only after the owner's deadline, a stale token never changes anything, a replica restored
+ * from a snapshot midway gives the same answers and digest as one that was not, and a frozen copy
+ * taken at any step writes the snapshot of that step, whatever happens after it (the table shares
+ * its records with frozen copies and copies a record before it changes it).
  */
 class KeyTableProperties {
   static final long DAY = 86_400_000;
@@ -56,7 +58,15 @@ class KeyTableProperties {
     long now = 1_000_000;
     long token = 0;
     byte[][] fps = {{1}, {2}};
+    List<KeyTable.Frozen> frozen = new ArrayList<>();
+    List<byte[]> frozenBytes = new ArrayList<>();
     for (int step = 0; step < steps; step++) {
+      if (r.nextInt(8) == 0) {
+        ByteArrayOutputStream current = new ByteArrayOutputStream();
+        table.writeSnapshot(current);
+        frozenBytes.add(current.toByteArray());
+        frozen.add(table.freeze());
+      }
       if (step == snapshotAt) {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         replica.writeSnapshot(out);
@@ -135,6 +145,13 @@ class KeyTableProperties {
         }
       }
       assertThat(replica.digest()).isEqualTo(table.digest());
+    }
+    for (int i = 0; i < frozen.size(); i++) {
+      ByteArrayOutputStream out = new ByteArrayOutputStream();
+      frozen.get(i).writeSnapshot(out);
+      assertThat(out.toByteArray())
+          .as("frozen copy %d of %d", i, frozen.size())
+          .isEqualTo(frozenBytes.get(i));
     }
   }
 }
