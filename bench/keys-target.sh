@@ -133,6 +133,10 @@ for round in $(seq 1 "$rounds"); do
   for i in 0 1 2 3; do
     read -r t0 j0 <<< "${before[$i]}"
     read -r t1 j1 <<< "${after[$i]}"
+    if [ "$t1" -lt "$t0" ]; then # the process ended before the window did
+      cpu+="${names[$i]} n/a  "
+      continue
+    fi
     cpu+="$(awk -v n="${names[$i]}" -v t=$(( t1 - t0 )) -v j=$(( j1 - j0 )) -v hz="$hz" -v s="$elapsed" \
       'BEGIN {printf "%s %.0f%% (jit %.0f%%)  ", n, 100 * t / hz / s, 100 * j / hz / s}')"
   done

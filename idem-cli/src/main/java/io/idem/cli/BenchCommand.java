@@ -278,7 +278,9 @@ final class BenchCommand implements Callable<Integer> {
       defaultValue = "3s",
       converter = DurationConverter.class,
       description =
-          "Load before measuring, not counted (JIT, connections). Default: ${DEFAULT-VALUE}.")
+          "Load before measuring, not counted (JIT, connections). Servers started just before"
+              + " need one to two minutes of load on two cores before their JIT compilers are done"
+              + " (docs/PERFORMANCE.md). Default: ${DEFAULT-VALUE}.")
   Duration warmup;
 
   @Override
