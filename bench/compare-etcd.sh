@@ -24,12 +24,10 @@ done
 
 etcd_ports=(2379 22379 32379) etcd_peer_ports=(2380 22380 32380)
 idem_ports=(7001 7011 7021) idem_raft_ports=(7002 7012 7022)
-for p in "${etcd_ports[@]}" "${etcd_peer_ports[@]}" "${idem_ports[@]}" "${idem_raft_ports[@]}"; do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-    echo "compare-etcd: port $p on 127.0.0.1 is in use; stop what listens there first" >&2
-    exit 1
-  fi
-done
+name=compare-etcd
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
+ports_free "${etcd_ports[@]}" "${etcd_peer_ports[@]}" "${idem_ports[@]}" "${idem_raft_ports[@]}"
 
 if ! command -v etcd > /dev/null; then
   echo "compare-etcd: installing etcd-server from Debian packages..." >&2
@@ -42,28 +40,6 @@ etcd_bin="$(command -v etcd)"
 
 # Build the idem jar now (first run), not inside a measurement.
 "$root/idem" --version > /dev/null
-
-work="$(mktemp -d "${TMPDIR:-/tmp}/compare-etcd.XXXXXX")"
-pids=()
-stop_all() {
-  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2> /dev/null || true; done
-  pids=()
-}
-cleanup() {
-  stop_all
-  if [ "${KEEP_DATA:-0}" != 1 ]; then rm -rf "$work"; fi
-}
-trap cleanup EXIT
-
-wait_port() { # port, seconds
-  for _ in $(seq 1 $(( $2 * 10 ))); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2> /dev/null; then return 0; fi
-    sleep 0.1
-  done
-  echo "compare-etcd: nothing listens on 127.0.0.1:$1 after $2 s" >&2
-  return 1
-}
 
 bench() { # target, servers
   "$root/idem" bench --target "$1" --servers "$2" --sessions "$sessions" --window "$window" \

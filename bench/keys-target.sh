@@ -45,12 +45,10 @@ if [ "$duration" -lt 10 ]; then
 fi
 
 idem_ports=(7001 7011 7021) raft_ports=(7002 7012 7022)
-for p in "${idem_ports[@]}" "${raft_ports[@]}"; do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-    echo "keys-target: port $p on 127.0.0.1 is in use; stop what listens there first" >&2
-    exit 1
-  fi
-done
+name=keys-target
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
+ports_free "${idem_ports[@]}" "${raft_ports[@]}"
 
 if [ -n "$jar" ]; then
   if [ ! -f "$jar" ]; then
@@ -62,28 +60,6 @@ else
   "$root/idem" --version > /dev/null # build now (first run), not inside a measurement
   run=("$root/idem")
 fi
-
-work="$(mktemp -d "${TMPDIR:-/tmp}/keys-target.XXXXXX")"
-pids=()
-stop_all() {
-  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2> /dev/null || true; done
-  pids=()
-}
-cleanup() {
-  stop_all
-  if [ "${KEEP_DATA:-0}" != 1 ]; then rm -rf "$work"; fi
-}
-trap cleanup EXIT
-
-wait_port() { # port, seconds
-  for _ in $(seq 1 $(( $2 * 10 ))); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2> /dev/null; then return 0; fi
-    sleep 0.1
-  done
-  echo "keys-target: nothing listens on 127.0.0.1:$1 after $2 s" >&2
-  return 1
-}
 
 # CPU ticks of a process and of its JIT compiler threads: "total jit".
 ticks() {
