@@ -76,6 +76,22 @@ public final class RawSession implements AutoCloseable {
         .register(request);
   }
 
+  /**
+   * Registers a new anonymous session with a TTL of a minute and {@code nonce}, and returns its
+   * grant.
+   *
+   * @throws IllegalStateException if the registration is refused
+   */
+  public RegisterReply registerSession(long nonce) {
+    RegisterReply grant =
+        register(RegisterRequest.newBuilder().setTtlMs(60_000).setNonce(nonce).build());
+    if (grant.getCode() != Code.OK) {
+      throw new IllegalStateException(
+          "registration refused: " + grant.getCode() + " " + grant.getMessage());
+    }
+    return grant;
+  }
+
   /** Sends a Configure RPC (a change of the replicated configuration) and returns the reply. */
   public ConfigureReply configure(ConfigureRequest request) {
     return IdemGrpc.newBlockingStub(channel)

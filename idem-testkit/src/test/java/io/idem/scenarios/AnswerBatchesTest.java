@@ -9,8 +9,6 @@ import io.idem.proto.CompleteKey;
 import io.idem.proto.Increment;
 import io.idem.proto.KeyOutcome;
 import io.idem.proto.Operation;
-import io.idem.proto.RegisterReply;
-import io.idem.proto.RegisterRequest;
 import io.idem.proto.ServerFrame;
 import io.idem.testkit.LocalCluster;
 import io.idem.testkit.RawSession;
@@ -184,14 +182,7 @@ class AnswerBatchesTest {
   /** A new session on the cluster, its stream open with a Hello that takes batches or not. */
   private static RawSession session(boolean batches) {
     RawSession raw = new RawSession(cluster.clientAddress(0));
-    RegisterReply grant =
-        raw.register(
-            RegisterRequest.newBuilder()
-                .setTtlMs(60_000)
-                .setNonce(NONCES.incrementAndGet())
-                .build());
-    assertThat(grant.getCode()).isEqualTo(Code.OK);
-    raw.open(grant, batches);
+    raw.open(raw.registerSession(NONCES.incrementAndGet()), batches);
     return raw;
   }
 

@@ -9,7 +9,6 @@ import io.idem.proto.Hello;
 import io.idem.proto.Increment;
 import io.idem.proto.Operation;
 import io.idem.proto.RegisterReply;
-import io.idem.proto.RegisterRequest;
 import io.idem.proto.Request;
 import io.idem.proto.ServerFrame;
 import io.idem.testkit.LocalCluster;
@@ -254,13 +253,7 @@ class RequestBatchesTest {
   /** A new session, its stream open with a Hello that asks to send request batches or not. */
   private static RawSession session(boolean requestBatches) {
     RawSession raw = new RawSession(cluster.clientAddress(0));
-    RegisterReply grant =
-        raw.register(
-            RegisterRequest.newBuilder()
-                .setTtlMs(60_000)
-                .setNonce(NONCES.incrementAndGet())
-                .build());
-    assertThat(grant.getCode()).isEqualTo(Code.OK);
+    RegisterReply grant = raw.registerSession(NONCES.incrementAndGet());
     raw.open(
         Hello.newBuilder()
             .setClientId(grant.getClientId())
