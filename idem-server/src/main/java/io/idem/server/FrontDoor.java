@@ -326,16 +326,16 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
                         + " (the largest window)");
             return;
           }
-          metrics.requestBatch(frame.getRequests().getRequestsCount());
-          List<Command> commands = new ArrayList<>(frame.getRequests().getRequestsCount());
+          metrics.requestBatch(n);
+          List<Command> commands = new ArrayList<>(n);
           for (Request r : frame.getRequests().getRequestsList()) {
             commands.add(sessionCommand(r));
           }
           synchronized (this) {
-            owed += commands.size();
+            owed += n;
           }
           List<CompletableFuture<CommandResult>> results = batcher.submitAll(commands);
-          for (int i = 0; i < results.size(); i++) {
+          for (int i = 0; i < n; i++) {
             whenAnswered(results.get(i), frame.getRequests().getRequests(i).getSeq());
           }
         }
