@@ -170,6 +170,7 @@ public final class KeyTable {
     final KeyId id;
     final byte[] fingerprint;
     long generation;
+    int slot; // its index in the table's array of records; never read by a frozen copy's writer
     long token;
     long deadline;
     long retentionMs;
@@ -229,6 +230,10 @@ public final class KeyTable {
   // snapshot is written, off the apply thread, not kept on every acquire (docs/PERFORMANCE.md,
   // "Keys: a hash map").
   private final Map<KeyId, Record> records = new HashMap<>();
+  // The same records, packed at the front of an array in no particular order (each knows its slot),
+  // so that a freeze copies one array instead of walking the hash map: 5-6 ms instead of 90 ms at
+  // 820,000 records (KeySnapshotBenchmark, docs/PERFORMANCE.md).
+  private Record[] packed = new Record[16];
   private final TreeSet<Due> expiry = new TreeSet<>();
   private long lastToken;
   // Bumped by freeze(): every record of an older generation may be shared with a frozen copy.
@@ -311,8 +316,7 @@ public final class KeyTable {
       }
       r = new Record(id, fingerprint.clone());
       r.generation = generation;
-      records.put(id, r);
-      bytes += r.footprint();
+      add(r);
     } else {
       expiry.remove(new Due(r.expiresAt(), r.token, id));
       r = writable(r);
@@ -444,8 +448,7 @@ public final class KeyTable {
       Due d = expiry.pollFirst();
       Record r = records.get(d.id());
       if (r != null) {
-        records.remove(d.id());
-        bytes -= r.footprint();
+        drop(r);
         n++;
       }
     }
@@ -477,6 +480,8 @@ public final class KeyTable {
     }
     Record c = r.copy();
     c.generation = generation;
+    c.slot = r.slot;
+    packed[c.slot] = c;
     records.put(c.id, c);
     return c;
   }
@@ -488,8 +493,36 @@ public final class KeyTable {
 
   private void remove(Record r) {
     expiry.remove(new Due(r.expiresAt(), r.token, r.id));
+    drop(r);
+  }
+
+  /** Adds a new record: to the map, and at the end of the packed array. */
+  private void add(Record r) {
+    int n = records.size();
+    if (n == packed.length) {
+      packed = Arrays.copyOf(packed, 2 * n);
+    }
+    r.slot = n;
+    packed[n] = r;
+    records.put(r.id, r);
+    bytes += r.footprint();
+  }
+
+  /**
+   * Drops a record: from the map, and from the packed array, whose last record moves into its slot.
+   * The array shrinks by half once it is a quarter full.
+   */
+  private void drop(Record r) {
     records.remove(r.id);
     bytes -= r.footprint();
+    int last = records.size();
+    Record moved = packed[last];
+    packed[r.slot] = moved;
+    moved.slot = r.slot;
+    packed[last] = null;
+    if (packed.length > 16 && last <= packed.length / 4) {
+      packed = Arrays.copyOf(packed, packed.length / 2);
+    }
   }
 
   private String check(KeyId id, byte[] fingerprint, long retentionMs) {
@@ -522,21 +555,24 @@ public final class KeyTable {
    * A copy of the table as it is now, cheap to take, that writes exactly what {@link
    * #writeSnapshot} would have written now, however the table changes afterwards. The server takes
    * it under its state lock and writes it off the apply thread. It holds the records themselves,
-   * not copies: the table copies a record before it next changes one of them instead. At 820,000
-   * records that made a freeze 192 ms on average instead of 307 ms (docs/PERFORMANCE.md); walking
-   * the hash map is most of what is left.
+   * not copies (the table copies a record before it next changes one of them instead), in a copy of
+   * the packed array of records: no walk of the hash map (docs/PERFORMANCE.md).
    */
   public Frozen freeze() {
     generation++;
-    return new Frozen(bounds, lastToken, records.values().toArray(new Record[0]));
+    return new Frozen(bounds, lastToken, Arrays.copyOf(packed, records.size()));
   }
 
-  /** A table's state as of {@link #freeze}: it writes the table's snapshot. */
+  /**
+   * A table's state as of {@link #freeze}: it writes the table's snapshot, and tells its size
+   * before and its digest after, without encoding the records again for either.
+   */
   public static final class Frozen {
     private final Bounds bounds;
     private final long lastToken;
     private final Record[] records; // sorted by key on first use, by whichever thread writes
     private boolean sorted;
+    private String digest; // taken by the first write, or by the first call of digest()
 
     private Frozen(Bounds bounds, long lastToken, Record[] records) {
       this.bounds = bounds;
@@ -544,18 +580,51 @@ public final class KeyTable {
       this.records = records;
     }
 
-    /** The table's {@link KeyTable#digest} as it was when frozen. */
-    public String digest() {
-      List<Record> inOrder = inKeyOrder();
-      return digestOf(e -> write(e, bounds, lastToken, inOrder));
+    /**
+     * The table's {@link KeyTable#digest} as it was when frozen: hashed while {@link
+     * #writeSnapshot} wrote, or else by encoding the records now.
+     */
+    public synchronized String digest() {
+      if (digest == null) {
+        List<Record> inOrder = inKeyOrder();
+        digest = digestOf(e -> write(e, bounds, lastToken, inOrder));
+      }
+      return digest;
     }
 
-    /** Writes the table's snapshot as {@link KeyTable#writeSnapshot} did when frozen. */
-    public void writeSnapshot(OutputStream out) throws IOException {
-      write(new SnapshotEncoder(out::write), bounds, lastToken, inKeyOrder());
+    /**
+     * Writes the table's snapshot as {@link KeyTable#writeSnapshot} did when frozen, exactly {@link
+     * #snapshotBytes} bytes, hashing them for {@link #digest} on the way.
+     */
+    public synchronized void writeSnapshot(OutputStream out) throws IOException {
+      MessageDigest sha = sha256();
+      write(
+          new SnapshotEncoder(
+              (b, off, len) -> {
+                sha.update(b, off, len);
+                out.write(b, off, len);
+              }),
+          bounds,
+          lastToken,
+          inKeyOrder());
+      digest = HexFormat.of().formatHex(sha.digest());
     }
 
-    private synchronized List<Record> inKeyOrder() {
+    /**
+     * The length of {@link #writeSnapshot}'s output, counted from the records' fields instead of
+     * encoded: a framed section states its length before its bytes.
+     */
+    public synchronized long snapshotBytes() {
+      long n = 5 * Integer.BYTES + 2 * Long.BYTES + Integer.BYTES; // header, bounds, token, count
+      for (Record r : records) {
+        n += 3 * Integer.BYTES + utf8Length(r.id.scope()) + utf8Length(r.id.key());
+        n += r.fingerprint.length + 4 * Long.BYTES + Integer.BYTES;
+        n += r.response == null ? 0 : r.response.length;
+      }
+      return n + Integer.BYTES; // the CRC32C
+    }
+
+    private List<Record> inKeyOrder() {
       if (!sorted) {
         Arrays.sort(records, BY_KEY);
         sorted = true;
@@ -564,8 +633,34 @@ public final class KeyTable {
     }
   }
 
+  /**
+   * The length of {@code s} encoded as {@link String#getBytes}({@code UTF_8}) encodes it, which
+   * writes an unpaired surrogate as one byte ({@code '?'}).
+   */
+  static int utf8Length(String s) {
+    int n = 0;
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c < 0x80) {
+        n += 1;
+      } else if (c < 0x800) {
+        n += 2;
+      } else if (Character.isHighSurrogate(c)
+          && i + 1 < s.length()
+          && Character.isLowSurrogate(s.charAt(i + 1))) {
+        n += 4;
+        i++;
+      } else if (Character.isSurrogate(c)) {
+        n += 1;
+      } else {
+        n += 3;
+      }
+    }
+    return n;
+  }
+
   private void write(SnapshotEncoder e) throws IOException {
-    Record[] inOrder = records.values().toArray(new Record[0]);
+    Record[] inOrder = Arrays.copyOf(packed, records.size());
     Arrays.sort(inOrder, BY_KEY);
     write(e, bounds, lastToken, Arrays.asList(inOrder));
   }
@@ -639,9 +734,8 @@ public final class KeyTable {
         throw new SnapshotFormatException("bad key record " + i);
       }
       previous = id;
-      t.records.put(id, r);
+      t.add(r);
       t.expiry.add(new Due(r.expiresAt(), r.token, id));
-      t.bytes += r.footprint();
     }
     // The expiry index tells records apart by token: no two may share one.
     long[] tokens = new long[t.records.size()];
@@ -677,17 +771,20 @@ public final class KeyTable {
   }
 
   private static String digestOf(Encoding encoding) {
-    MessageDigest sha;
-    try {
-      sha = MessageDigest.getInstance("SHA-256");
-    } catch (NoSuchAlgorithmException e) {
-      throw new IllegalStateException(e);
-    }
+    MessageDigest sha = sha256();
     try {
       encoding.writeTo(new SnapshotEncoder(sha::update));
     } catch (IOException e) {
       throw new IllegalStateException("digest sink cannot fail", e);
     }
     return HexFormat.of().formatHex(sha.digest());
+  }
+
+  private static MessageDigest sha256() {
+    try {
+      return MessageDigest.getInstance("SHA-256");
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException("this JVM has no SHA-256", e);
+    }
   }
 }

@@ -8,6 +8,7 @@ import io.idem.core.KeyTable.Settlement;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -16,7 +17,9 @@ import java.util.Map;
 import java.util.Random;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
+import net.jqwik.api.constraints.CharRange;
 import net.jqwik.api.constraints.IntRange;
+import net.jqwik.api.constraints.StringLength;
 
 /**
  * {@link KeyTable} against a plain reference model, over random operations on a few keys by owners
@@ -60,11 +63,13 @@ class KeyTableProperties {
     byte[][] fps = {{1}, {2}};
     List<KeyTable.Frozen> frozen = new ArrayList<>();
     List<byte[]> frozenBytes = new ArrayList<>();
+    List<String> frozenDigests = new ArrayList<>();
     for (int step = 0; step < steps; step++) {
       if (r.nextInt(8) == 0) {
         ByteArrayOutputStream current = new ByteArrayOutputStream();
         table.writeSnapshot(current);
         frozenBytes.add(current.toByteArray());
+        frozenDigests.add(table.digest());
         frozen.add(table.freeze());
       }
       if (step == snapshotAt) {
@@ -152,6 +157,75 @@ class KeyTableProperties {
       assertThat(out.toByteArray())
           .as("frozen copy %d of %d", i, frozen.size())
           .isEqualTo(frozenBytes.get(i));
+      assertThat(frozen.get(i).snapshotBytes()).isEqualTo(out.size());
+      assertThat(frozen.get(i).digest()).isEqualTo(frozenDigests.get(i));
     }
+  }
+
+  /**
+   * Many keys, with names in any script, coming and going (released, expired, taken over): a frozen
+   * copy taken at any step writes that step's snapshot, states its length exactly before writing
+   * it, and gives that step's digest, whether or not it was written first. The table keeps its
+   * records packed in an array, each moved when another leaves, and a freeze copies the array.
+   */
+  @Property(tries = 200)
+  void frozenCopiesOfManyKeysWriteTheirStep(
+      @ForAll long seed, @ForAll @IntRange(min = 1, max = 1500) int steps) throws IOException {
+    Random r = new Random(seed);
+    KeyTable table = new KeyTable(KeyTable.Bounds.DEFAULTS);
+    String[] names = {"k", "ключ", "鍵", "\uD83D\uDD11", "\uD800", "e\u0301", "\u07FF\u0800"};
+    long now = 1_000_000;
+    long token = 0;
+    List<Long> tokens = new ArrayList<>();
+    List<KeyTable.Frozen> frozen = new ArrayList<>();
+    List<byte[]> frozenBytes = new ArrayList<>();
+    List<String> frozenDigests = new ArrayList<>();
+    for (int step = 0; step < steps; step++) {
+      if (r.nextInt(40) == 0) {
+        ByteArrayOutputStream current = new ByteArrayOutputStream();
+        table.writeSnapshot(current);
+        frozenBytes.add(current.toByteArray());
+        frozenDigests.add(table.digest());
+        frozen.add(table.freeze());
+      }
+      now += r.nextInt(20) == 0 ? r.nextInt(40_000) : r.nextInt(50);
+      KeyId id = new KeyId("t" + r.nextInt(3), names[r.nextInt(names.length)] + r.nextInt(100));
+      long tk = tokens.isEmpty() ? 1 : tokens.get(r.nextInt(tokens.size()));
+      switch (r.nextInt(4)) {
+        case 0, 1 -> {
+          table.acquire(
+              id,
+              new byte[r.nextInt(3)],
+              1 + r.nextInt(5_000),
+              1 + r.nextInt(30_000),
+              ++token,
+              now);
+          tokens.add(token);
+        }
+        case 2 -> table.complete(id, tk, new byte[r.nextInt(40)], now);
+        default -> table.release(id, tk, now);
+      }
+    }
+    for (int i = 0; i < frozen.size(); i++) {
+      KeyTable.Frozen f = frozen.get(i);
+      if (i % 2 == 0) { // the digest before any write: encoded for it
+        assertThat(f.digest()).isEqualTo(frozenDigests.get(i));
+      }
+      long stated = f.snapshotBytes();
+      ByteArrayOutputStream out = new ByteArrayOutputStream();
+      f.writeSnapshot(out);
+      assertThat(out.toByteArray()).as("frozen copy %d", i).isEqualTo(frozenBytes.get(i));
+      assertThat(stated).isEqualTo(out.size());
+      assertThat(f.digest()).isEqualTo(frozenDigests.get(i));
+    }
+  }
+
+  /**
+   * The snapshot's length is counted as String.getBytes(UTF_8) encodes, unpaired surrogates too.
+   */
+  @Property(tries = 2000)
+  void utf8LengthIsTheEncodedLength(
+      @ForAll @CharRange(from = '\u0000', to = '\uffff') @StringLength(max = 40) String s) {
+    assertThat(KeyTable.utf8Length(s)).isEqualTo(s.getBytes(StandardCharsets.UTF_8).length);
   }
 }

@@ -368,7 +368,6 @@ final class IdemStateMachine extends BaseStateMachine {
   private void write(StateSnapshot.Frozen frozen, TermIndex last, long frozenNanos) {
     long start = System.nanoTime();
     try {
-      lastDigest = new Digest(last.getIndex(), frozen.digest());
       File file = storage.getSnapshotFile(last.getTerm(), last.getIndex());
       Path tmp = file.toPath().resolveSibling(file.getName() + ".tmp");
       MessageDigest digest = MD5FileUtil.newMD5();
@@ -377,6 +376,8 @@ final class IdemStateMachine extends BaseStateMachine {
               new DigestOutputStream(Files.newOutputStream(tmp), digest), 1 << 16)) {
         frozen.write(out);
       }
+      // After the write, which hashed the key table as it went: digest() does not encode it again.
+      lastDigest = new Digest(last.getIndex(), frozen.digest());
       try (FileChannel channel = FileChannel.open(tmp, StandardOpenOption.WRITE)) {
         channel.force(true);
       }

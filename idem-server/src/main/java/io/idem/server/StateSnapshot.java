@@ -7,6 +7,7 @@ import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.EOFException;
+import java.io.FilterOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -92,19 +93,26 @@ final class StateSnapshot {
     List<FrozenSection> sections = new ArrayList<>(s.sections.size());
     KeyTable.Frozen keys = null;
     for (Section section : s.sections) {
-      StateSection.Frozen part;
       if (section.part() == s.keys) {
         keys = s.keys.table().freeze();
-        part = keys::writeSnapshot;
+        sections.add(new FrozenSection(section.id(), keys::writeSnapshot, keys));
       } else {
-        part = section.part().freeze();
+        sections.add(new FrozenSection(section.id(), section.part().freeze(), null));
       }
-      sections.add(new FrozenSection(section.id(), part, section.part() == s.keys));
     }
     return new Frozen(List.copyOf(sections), keys, s.keys.pristine());
   }
 
-  private record FrozenSection(int id, StateSection.Frozen part, boolean keys) {}
+  /** A frozen section; {@code keys} is the key table's (section 6), else null. */
+  private record FrozenSection(int id, StateSection.Frozen part, KeyTable.Frozen keys) {
+    /**
+     * Its length: the key table's counted from its records; any other by writing it once to nowhere
+     * (they are small next to it), so that no copy of a section is held in memory.
+     */
+    long length() throws IOException {
+      return keys != null ? keys.snapshotBytes() : sizeOf(part);
+    }
+  }
 
   /**
    * A state frozen by {@link #freeze}: writes the snapshot of the state as it was then, and gives
@@ -121,7 +129,10 @@ final class StateSnapshot {
       this.keysPristine = keysPristine;
     }
 
-    /** The state's {@link StateSnapshot#digest} as it was when frozen. */
+    /**
+     * The state's {@link StateSnapshot#digest} as it was when frozen. After {@link #write}, the key
+     * table's part of it is the hash taken while writing: the records are not encoded again.
+     */
     String digest() {
       try {
         MessageDigest sha = MessageDigest.getInstance("SHA-256");
@@ -132,7 +143,7 @@ final class StateSnapshot {
         out.writeInt(MAGIC);
         out.writeInt(DIGEST_VERSION);
         for (FrozenSection section : sections) {
-          if (!section.keys()) {
+          if (section.keys() == null) {
             section.part().writeSection(out);
           }
         }
@@ -146,20 +157,37 @@ final class StateSnapshot {
       }
     }
 
-    /** Writes the snapshot; leaves {@code target} open. */
+    /**
+     * Writes the snapshot; leaves {@code target} open.
+     *
+     * @throws IllegalStateException if a section writes other than the length it stated: a bug,
+     *     caught here rather than by the reader of a corrupt snapshot
+     */
     void write(OutputStream target) throws IOException {
       CRC32C crc = new CRC32C();
-      CheckedOutputStream checked = new CheckedOutputStream(target, crc);
-      DataOutputStream out = new DataOutputStream(new BufferedOutputStream(checked, 1 << 16));
+      Counter written = new Counter(new CheckedOutputStream(target, crc));
+      DataOutputStream out = new DataOutputStream(new BufferedOutputStream(written, 1 << 16));
       out.writeInt(MAGIC);
       out.writeInt(VERSION);
       for (FrozenSection section : sections) {
+        long length = section.length();
         out.writeInt(section.id());
-        // Measured by writing it once to nowhere: no copy of a large section is held in memory.
-        out.writeLong(sizeOf(section.part()));
+        out.writeLong(length);
+        out.flush();
+        long start = written.count;
         section.part().writeSection(out);
+        out.flush();
+        if (written.count - start != length) {
+          throw new IllegalStateException(
+              "section "
+                  + section.id()
+                  + " wrote "
+                  + (written.count - start)
+                  + " bytes, not the "
+                  + length
+                  + " it stated");
+        }
       }
-      out.flush();
       new DataOutputStream(target).writeInt((int) crc.getValue());
       target.flush();
     }
@@ -254,24 +282,30 @@ final class StateSnapshot {
   }
 
   private static long sizeOf(StateSection.Frozen part) throws IOException {
-    Counter counter = new Counter();
+    Counter counter = new Counter(OutputStream.nullOutputStream());
     DataOutputStream out = new DataOutputStream(new BufferedOutputStream(counter, 1 << 16));
     part.writeSection(out);
     out.flush();
     return counter.count;
   }
 
-  /** Counts the bytes written to it, and drops them. */
-  private static final class Counter extends OutputStream {
+  /** Counts the bytes written through it. */
+  private static final class Counter extends FilterOutputStream {
     long count;
 
+    Counter(OutputStream out) {
+      super(out);
+    }
+
     @Override
-    public void write(int b) {
+    public void write(int b) throws IOException {
+      out.write(b);
       count++;
     }
 
     @Override
-    public void write(byte[] b, int off, int len) {
+    public void write(byte[] b, int off, int len) throws IOException {
+      out.write(b, off, len);
       count += len;
     }
   }
