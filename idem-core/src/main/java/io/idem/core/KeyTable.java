@@ -209,18 +209,17 @@ public final class KeyTable {
   }
 
   /**
-   * An expiry index entry: ordered by time, then by token, which no two records share (equal times
-   * are common: every command of a log entry has its time). Which of the records due together goes
-   * first changes nothing, since {@link #expire} drops them all; a token compares cheaply, where a
-   * key took a string comparison on the apply thread.
+   * The expiry index's order: by the time a record is dropped, then by token, which no two records
+   * share (equal times are common: every command of a log entry has its time). Which of the records
+   * due together goes first changes nothing, since {@link #expire} drops them all; a token compares
+   * cheaply, where a key took a string comparison on the apply thread. A record leaves the index
+   * before either field changes and comes back after.
    */
-  private record Due(long at, long token, KeyId id) implements Comparable<Due> {
-    @Override
-    public int compareTo(Due o) {
-      int c = Long.compare(at, o.at);
-      return c != 0 ? c : Long.compare(token, o.token);
-    }
-  }
+  private static final Comparator<Record> BY_EXPIRY =
+      Comparator.comparingLong(Record::expiresAt).thenComparingLong(r -> r.token);
+
+  /** The fingerprint of every record acquired without one. */
+  private static final byte[] NO_FINGERPRINT = new byte[0];
 
   /** The snapshot's order of records: by key. */
   private static final Comparator<Record> BY_KEY = Comparator.comparing(r -> r.id);
@@ -234,7 +233,10 @@ public final class KeyTable {
   // so that a freeze copies one array instead of walking the hash map: 5-6 ms instead of 90 ms at
   // 820,000 records (KeySnapshotBenchmark, docs/PERFORMANCE.md).
   private Record[] packed = new Record[16];
-  private final TreeSet<Due> expiry = new TreeSet<>();
+  // The records again, in the order they expire. It holds the records themselves: an entry of its
+  // own, with the key, held a second copy of the key (the one a complete was decoded with) and
+  // made every record a third heavier for the collector to copy (docs/PERFORMANCE.md).
+  private final TreeSet<Record> expiry = new TreeSet<>(BY_EXPIRY);
   private long lastToken;
   // Bumped by freeze(): every record of an older generation may be shared with a frozen copy.
   private long generation;
@@ -314,18 +316,18 @@ public final class KeyTable {
                 + capacity.maxBytes()
                 + " bytes): retry after records expire");
       }
-      r = new Record(id, fingerprint.clone());
+      r = new Record(id, fingerprint.length == 0 ? NO_FINGERPRINT : fingerprint.clone());
       r.generation = generation;
       add(r);
     } else {
-      expiry.remove(new Due(r.expiresAt(), r.token, id));
+      expiry.remove(r);
       r = writable(r);
     }
     lastToken = token;
     r.token = token;
     r.deadline = now + inProgressMs;
     r.retentionMs = retentionMs;
-    expiry.add(new Due(r.expiresAt(), r.token, id));
+    expiry.add(r);
     return new Acquisition.Acquired(token, r.deadline, takeover);
   }
 
@@ -340,12 +342,12 @@ public final class KeyTable {
     if (r == null) {
       return fenced(id);
     }
-    expiry.remove(new Due(r.expiresAt(), r.token, id));
+    expiry.remove(r);
     r = writable(r);
     r.response = response.clone();
     bytes += response.length;
     r.completedAt = now;
-    expiry.add(new Due(r.expiresAt(), r.token, id));
+    expiry.add(r);
     return new Settlement.Done(0);
   }
 
@@ -370,10 +372,10 @@ public final class KeyTable {
     if (r == null) {
       return fenced(id);
     }
-    expiry.remove(new Due(r.expiresAt(), r.token, id));
+    expiry.remove(r);
     r = writable(r);
     r.deadline = now + extensionMs;
-    expiry.add(new Due(r.expiresAt(), r.token, id));
+    expiry.add(r);
     return new Settlement.Done(r.deadline);
   }
 
@@ -444,13 +446,9 @@ public final class KeyTable {
   /** Drops every record whose retention ended before {@code now}; returns how many. */
   public int expire(long now) {
     int n = 0;
-    while (!expiry.isEmpty() && expiry.first().at() < now) {
-      Due d = expiry.pollFirst();
-      Record r = records.get(d.id());
-      if (r != null) {
-        drop(r);
-        n++;
-      }
+    while (!expiry.isEmpty() && expiry.first().expiresAt() < now) {
+      drop(expiry.pollFirst());
+      n++;
     }
     return n;
   }
@@ -492,7 +490,7 @@ public final class KeyTable {
   }
 
   private void remove(Record r) {
-    expiry.remove(new Due(r.expiresAt(), r.token, r.id));
+    expiry.remove(r);
     drop(r);
   }
 
@@ -735,7 +733,7 @@ public final class KeyTable {
       }
       previous = id;
       t.add(r);
-      t.expiry.add(new Due(r.expiresAt(), r.token, id));
+      t.expiry.add(r);
     }
     // The expiry index tells records apart by token: no two may share one.
     long[] tokens = new long[t.records.size()];
