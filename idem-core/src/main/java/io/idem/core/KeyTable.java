@@ -316,7 +316,12 @@ public final class KeyTable {
                 + capacity.maxBytes()
                 + " bytes): retry after records expire");
       }
-      r = new Record(id, fingerprint.length == 0 ? NO_FINGERPRINT : fingerprint.clone());
+      // A scope is shared by many keys: its records share one copy of it (the JVM's string table
+      // lets it go once no record holds it).
+      r =
+          new Record(
+              new KeyId(id.scope().intern(), id.key()),
+              fingerprint.length == 0 ? NO_FINGERPRINT : fingerprint.clone());
       r.generation = generation;
       add(r);
     } else {
@@ -716,7 +721,7 @@ public final class KeyTable {
     int maxChars = t.bounds.maxKeyChars() * 4; // UTF-8 bytes
     KeyId previous = null;
     for (int i = 0; i < n; i++) {
-      KeyId id = new KeyId(text(d, maxChars, "scope"), text(d, maxChars, "key"));
+      KeyId id = new KeyId(text(d, maxChars, "scope").intern(), text(d, maxChars, "key"));
       Record r = new Record(id, d.getBytes(t.bounds.maxFingerprintBytes(), "fingerprint"));
       r.token = d.getLong();
       r.deadline = d.getLong();
