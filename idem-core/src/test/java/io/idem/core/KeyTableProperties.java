@@ -61,16 +61,10 @@ class KeyTableProperties {
     long now = 1_000_000;
     long token = 0;
     byte[][] fps = {{1}, {2}};
-    List<KeyTable.Frozen> frozen = new ArrayList<>();
-    List<byte[]> frozenBytes = new ArrayList<>();
-    List<String> frozenDigests = new ArrayList<>();
+    Freezes freezes = new Freezes();
     for (int step = 0; step < steps; step++) {
       if (r.nextInt(8) == 0) {
-        ByteArrayOutputStream current = new ByteArrayOutputStream();
-        table.writeSnapshot(current);
-        frozenBytes.add(current.toByteArray());
-        frozenDigests.add(table.digest());
-        frozen.add(table.freeze());
+        freezes.take(table);
       }
       if (step == snapshotAt) {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
@@ -151,15 +145,7 @@ class KeyTableProperties {
       }
       assertThat(replica.digest()).isEqualTo(table.digest());
     }
-    for (int i = 0; i < frozen.size(); i++) {
-      ByteArrayOutputStream out = new ByteArrayOutputStream();
-      frozen.get(i).writeSnapshot(out);
-      assertThat(out.toByteArray())
-          .as("frozen copy %d of %d", i, frozen.size())
-          .isEqualTo(frozenBytes.get(i));
-      assertThat(frozen.get(i).snapshotBytes()).isEqualTo(out.size());
-      assertThat(frozen.get(i).digest()).isEqualTo(frozenDigests.get(i));
-    }
+    freezes.check(false);
   }
 
   /**
@@ -177,16 +163,10 @@ class KeyTableProperties {
     long now = 1_000_000;
     long token = 0;
     List<Long> tokens = new ArrayList<>();
-    List<KeyTable.Frozen> frozen = new ArrayList<>();
-    List<byte[]> frozenBytes = new ArrayList<>();
-    List<String> frozenDigests = new ArrayList<>();
+    Freezes freezes = new Freezes();
     for (int step = 0; step < steps; step++) {
       if (r.nextInt(40) == 0) {
-        ByteArrayOutputStream current = new ByteArrayOutputStream();
-        table.writeSnapshot(current);
-        frozenBytes.add(current.toByteArray());
-        frozenDigests.add(table.digest());
-        frozen.add(table.freeze());
+        freezes.take(table);
       }
       now += r.nextInt(20) == 0 ? r.nextInt(40_000) : r.nextInt(50);
       KeyId id = new KeyId("t" + r.nextInt(3), names[r.nextInt(names.length)] + r.nextInt(100));
@@ -206,17 +186,45 @@ class KeyTableProperties {
         default -> table.release(id, tk, now);
       }
     }
-    for (int i = 0; i < frozen.size(); i++) {
-      KeyTable.Frozen f = frozen.get(i);
-      if (i % 2 == 0) { // the digest before any write: encoded for it
-        assertThat(f.digest()).isEqualTo(frozenDigests.get(i));
+    freezes.check(true);
+  }
+
+  /**
+   * Frozen copies of a table, each with the snapshot and digest the table had when it was taken.
+   */
+  private static final class Freezes {
+    final List<KeyTable.Frozen> frozen = new ArrayList<>();
+    final List<byte[]> bytes = new ArrayList<>();
+    final List<String> digests = new ArrayList<>();
+
+    void take(KeyTable table) throws IOException {
+      ByteArrayOutputStream current = new ByteArrayOutputStream();
+      table.writeSnapshot(current);
+      bytes.add(current.toByteArray());
+      digests.add(table.digest());
+      frozen.add(table.freeze());
+    }
+
+    /**
+     * Each copy writes its step's snapshot, of the length it states first, and gives its step's
+     * digest after writing; with {@code digestFirst}, every other copy gives it before any write
+     * too (encoded for it).
+     */
+    void check(boolean digestFirst) throws IOException {
+      for (int i = 0; i < frozen.size(); i++) {
+        KeyTable.Frozen f = frozen.get(i);
+        if (digestFirst && i % 2 == 0) {
+          assertThat(f.digest()).isEqualTo(digests.get(i));
+        }
+        long stated = f.snapshotBytes();
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        f.writeSnapshot(out);
+        assertThat(out.toByteArray())
+            .as("frozen copy %d of %d", i, frozen.size())
+            .isEqualTo(bytes.get(i));
+        assertThat(stated).isEqualTo(out.size());
+        assertThat(f.digest()).isEqualTo(digests.get(i));
       }
-      long stated = f.snapshotBytes();
-      ByteArrayOutputStream out = new ByteArrayOutputStream();
-      f.writeSnapshot(out);
-      assertThat(out.toByteArray()).as("frozen copy %d", i).isEqualTo(frozenBytes.get(i));
-      assertThat(stated).isEqualTo(out.size());
-      assertThat(f.digest()).isEqualTo(frozenDigests.get(i));
     }
   }
 
