@@ -6,13 +6,14 @@
 # at least 10,000 keyed operations/s with p99 at most 50 ms.
 #
 #   bench/keys-target.sh [--sessions 16] [--window 6] [--duration 60s] [--warmup 120s] [--rounds 1]
-#                        [--key-retention 1m] [--jar PATH]
+#                        [--key-retention 1m] [--jar PATH] [--timeline FILE]
 #
-# --jar runs another build (for a comparison; by default the ./idem command, built if needed). Environment:
+# --jar runs another build (for a comparison; by default the ./idem command, built if needed). --timeline appends
+# the bench's per-second lines (`idem bench --timeline`) of every round to FILE. Environment:
 # IDEM_JAVA_OPTS (JVM flags of the servers and the bench, as for ./idem), KEEP_DATA=1 keeps the data directories.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-sessions=16 window=6 duration=60 warmup=120 rounds=1 retention=1m jar=""
+sessions=16 window=6 duration=60 warmup=120 rounds=1 retention=1m jar="" timeline=()
 seconds() { # 90, 90s or 2m -> seconds
   case "$1" in
     *m) echo $(( ${1%m} * 60 )) ;;
@@ -29,7 +30,8 @@ while [ $# -gt 0 ]; do
     --rounds) rounds="$2"; shift 2 ;;
     --key-retention) retention="$2"; shift 2 ;;
     --jar) jar="$2"; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --timeline) timeline=(--timeline "$2"); shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "keys-target: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -84,7 +86,7 @@ for round in $(seq 1 "$rounds"); do
   for p in "${idem_ports[@]}"; do wait_port "$p" 60; done
   "${run[@]}" bench --servers 127.0.0.1:7001,127.0.0.1:7011,127.0.0.1:7021 --workload keys \
     --sessions "$sessions" --window "$window" --duration "${duration}s" --warmup "${warmup}s" \
-    --key-retention "$retention" > "$work/r$round-bench.out" 2>&1 &
+    --key-retention "$retention" "${timeline[@]}" > "$work/r$round-bench.out" 2>&1 &
   bench_pid=$!
   procs=("${pids[@]}" "$bench_pid")
   # The measured window, less two seconds at each end.

@@ -15,11 +15,17 @@ import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.TimeoutOptions;
+import java.io.BufferedWriter;
+import java.io.IOException;
 import java.io.PrintWriter;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.time.Duration;
+import java.time.Instant;
+import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
@@ -282,6 +288,16 @@ final class BenchCommand implements Callable<Integer> {
               + " need one to two minutes of load on two cores before their JIT compilers are done"
               + " (docs/PERFORMANCE.md). Default: ${DEFAULT-VALUE}.")
   Duration warmup;
+
+  @Option(
+      names = "--timeline",
+      paramLabel = "FILE",
+      description =
+          "Also write one CSV line per second of the measured window to FILE (appended, with a"
+              + " header per run): the second's end (UTC), the operations that completed in it, and"
+              + " their p50, p99 and max latency in ms. To match slow seconds with the servers'"
+              + " logs (collections, snapshots).")
+  Path timeline;
 
   @Override
   public Integer call() throws Exception {
@@ -772,22 +788,35 @@ final class BenchCommand implements Callable<Integer> {
     }
     long nextTick = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
     long lastDone = 0;
-    while (System.nanoTime() < end) {
-      TimeUnit.NANOSECONDS.sleep(Math.max(0, Math.min(end, nextTick) - System.nanoTime()));
-      long now = System.nanoTime();
-      if (now >= nextTick) {
-        long d = done.get();
-        progress(now, warmupEnd, d - lastDone);
-        lastDone = d;
-        nextTick += TimeUnit.SECONDS.toNanos(1);
+    Histogram h = new Histogram(3);
+    Histogram second = null;
+    try (Timeline line = Timeline.open(timeline, target.name() + " " + workloadName())) {
+      while (System.nanoTime() < end) {
+        TimeUnit.NANOSECONDS.sleep(Math.max(0, Math.min(end, nextTick) - System.nanoTime()));
+        long now = System.nanoTime();
+        if (now >= nextTick) {
+          long d = done.get();
+          progress(now, warmupEnd, d - lastDone);
+          lastDone = d;
+          nextTick += TimeUnit.SECONDS.toNanos(1);
+          second = recorder.getIntervalHistogram(second);
+          h.add(second);
+          if (now > warmupEnd) {
+            line.write(second);
+          }
+        }
+      }
+      long drainDeadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+      while (inFlight.get() > 0 && System.nanoTime() < drainDeadline) {
+        Thread.sleep(10); // let what is in flight finish before the clients close
+      }
+      second = recorder.getIntervalHistogram(second);
+      h.add(second);
+      if (second.getTotalCount() > 0) {
+        line.write(second);
       }
     }
     long ops = done.get();
-    long drainDeadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (inFlight.get() > 0 && System.nanoTime() < drainDeadline) {
-      Thread.sleep(10); // let what is in flight finish before the clients close
-    }
-    Histogram h = recorder.getIntervalHistogram();
     long retries = target.retries();
     long duplicates = target.duplicates();
     double seconds = duration.toNanos() / 1e9;
@@ -951,5 +980,63 @@ final class BenchCommand implements Callable<Integer> {
         unit(),
         now < warmupEnd ? "(warm-up) " : "          ");
     out.flush();
+  }
+
+  /** The per-second lines of {@code --timeline}, or nothing when the option is not given. */
+  private static final class Timeline implements AutoCloseable {
+    private final BufferedWriter out;
+
+    private Timeline(BufferedWriter out) {
+      this.out = out;
+    }
+
+    static Timeline open(Path file, String run) {
+      if (file == null) {
+        return new Timeline(null);
+      }
+      try {
+        BufferedWriter w =
+            Files.newBufferedWriter(
+                file, StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
+        w.write("# " + run + ", started " + Instant.now() + "\n");
+        w.write("time,ops,p50_ms,p99_ms,max_ms\n");
+        w.flush();
+        return new Timeline(w);
+      } catch (IOException e) {
+        throw new UncheckedIOException("cannot write the timeline " + file, e);
+      }
+    }
+
+    /** One line for the operations that completed in the second that just ended. */
+    void write(Histogram second) {
+      if (out == null) {
+        return;
+      }
+      try {
+        out.write(
+            String.format(
+                Locale.ROOT,
+                "%s,%d,%.3f,%.3f,%.3f%n",
+                Instant.now().truncatedTo(ChronoUnit.MILLIS),
+                second.getTotalCount(),
+                ms(second, 50),
+                ms(second, 99),
+                second.getTotalCount() == 0 ? 0 : second.getMaxValue() / 1000.0));
+        out.flush();
+      } catch (IOException e) {
+        throw new UncheckedIOException("cannot write the timeline", e);
+      }
+    }
+
+    @Override
+    public void close() {
+      if (out != null) {
+        try {
+          out.close();
+        } catch (IOException e) {
+          throw new UncheckedIOException("cannot close the timeline", e);
+        }
+      }
+    }
   }
 }

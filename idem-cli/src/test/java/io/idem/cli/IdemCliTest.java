@@ -8,9 +8,11 @@ import io.idem.server.IdemServer;
 import io.idem.server.ServerConfig;
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.MessageDigest;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.regex.Matcher;
@@ -117,7 +119,8 @@ class IdemCliTest {
   }
 
   @Test
-  void benchKeysWorkloadAcquiresAndCompletesNewKeys() {
+  void benchKeysWorkloadAcquiresAndCompletesNewKeys(@TempDir Path dir) throws Exception {
+    Path timeline = dir.resolve("timeline.csv");
     assertThat(
             run(
                 "bench",
@@ -132,7 +135,9 @@ class IdemCliTest {
                 "--warmup",
                 "1s",
                 "--duration",
-                "2s"))
+                "3s",
+                "--timeline",
+                timeline.toString()))
         .as(err.toString())
         .isZero();
     String[] lines = out.toString().strip().split("[\\r\\n]+");
@@ -140,8 +145,27 @@ class IdemCliTest {
     assertThat(json).startsWith("{").contains("\"workload\":\"keys\"").contains("\"errors\":0}");
     Matcher ops = Pattern.compile("\"ops\":(\\d+),").matcher(json);
     assertThat(ops.find()).as(json).isTrue();
-    assertThat(Long.parseLong(ops.group(1))).isPositive();
+    long total = Long.parseLong(ops.group(1));
+    assertThat(total).isPositive();
     assertThat(out.toString()).contains("keyed operations/s");
+
+    // One line per second of the measured window; together they are every operation measured.
+    List<String> csv = Files.readAllLines(timeline);
+    assertThat(csv.get(0)).startsWith("# idem keys");
+    assertThat(csv.get(1)).isEqualTo("time,ops,p50_ms,p99_ms,max_ms");
+    List<String[]> seconds = csv.stream().skip(2).map(l -> l.split(",")).toList();
+    assertThat(seconds).hasSizeBetween(2, 5);
+    long sum = 0;
+    for (String[] f : seconds) {
+      assertThat(Instant.parse(f[0])).isBefore(Instant.now());
+      sum += Long.parseLong(f[1]);
+      double p50 = Double.parseDouble(f[2]);
+      double p99 = Double.parseDouble(f[3]);
+      double max = Double.parseDouble(f[4]);
+      assertThat(p50).isLessThanOrEqualTo(p99);
+      assertThat(p99).isLessThanOrEqualTo(max);
+    }
+    assertThat(sum).isEqualTo(total);
   }
 
   @Test
