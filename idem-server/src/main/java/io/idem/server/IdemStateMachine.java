@@ -17,7 +17,9 @@ import java.nio.file.StandardOpenOption;
 import java.security.DigestOutputStream;
 import java.security.MessageDigest;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -29,6 +31,7 @@ import org.apache.ratis.proto.RaftProtos.LogEntryProto;
 import org.apache.ratis.protocol.Message;
 import org.apache.ratis.protocol.RaftClientRequest;
 import org.apache.ratis.protocol.RaftGroupId;
+import org.apache.ratis.protocol.RaftPeerId;
 import org.apache.ratis.server.RaftServer;
 import org.apache.ratis.server.protocol.TermIndex;
 import org.apache.ratis.server.storage.FileInfo;
@@ -65,17 +68,32 @@ final class IdemStateMachine extends BaseStateMachine {
   /** How long close and pause wait for a snapshot write under way. */
   private static final Duration WRITER_WAIT = Duration.ofMinutes(2);
 
-  /** Writes snapshots frozen on the apply thread: one at a time. */
+  /**
+   * Writes snapshots frozen on the apply thread: one at a time, at a lower CPU priority than the
+   * threads that commit and answer ({@link BackgroundPriority}).
+   */
   private final ExecutorService writer =
       Executors.newSingleThreadExecutor(
           r -> {
-            Thread t = new Thread(r, "idem-snapshot-writer");
+            Thread t =
+                new Thread(
+                    () -> {
+                      BackgroundPriority.lowerThisThread();
+                      r.run();
+                    },
+                    "idem-snapshot-writer");
             t.setDaemon(true);
             return t;
           });
 
   /** The write under way or last done; set on the apply thread, awaited by pause and close. */
   private volatile CompletableFuture<Void> writing;
+
+  /** When this node writes a snapshot that every node froze at the same index. */
+  private final SnapshotStagger stagger = new SnapshotStagger();
+
+  /** Counted down to end the wait of a write for its turn: pause and close want it now. */
+  private volatile CountDownLatch hurry = new CountDownLatch(0);
 
   /** A snapshot on disk that {@link #takeSnapshot} has not yet reported to Ratis. */
   private final AtomicReference<TermIndex> writtenNotReported = new AtomicReference<>();
@@ -257,7 +275,16 @@ final class IdemStateMachine extends BaseStateMachine {
       TermIndex at = TermIndex.valueOf(entry.getTerm(), entry.getIndex());
       StateSnapshot.Frozen f = frozen;
       long nanos = frozenNanos;
-      writing = CompletableFuture.runAsync(() -> write(f, at, nanos), writer);
+      Duration turn = stagger.delay(writePosition());
+      CountDownLatch h = new CountDownLatch(1);
+      hurry = h;
+      writing =
+          CompletableFuture.runAsync(
+              () -> {
+                awaitTurn(turn, h);
+                write(f, at, nanos, turn);
+              },
+              writer);
     }
     return CompletableFuture.completedFuture(new ResultMessage(result));
   }
@@ -364,8 +391,41 @@ final class IdemStateMachine extends BaseStateMachine {
     return StateSnapshot.freeze(state);
   }
 
+  /**
+   * This node's place in the order in which the nodes write a snapshot ({@link SnapshotStagger}),
+   * from the current configuration and leader as this node sees them; 0 if it cannot tell.
+   */
+  private int writePosition() {
+    try {
+      RaftServer server = getServer().getNow(null);
+      if (server == null) {
+        return 0;
+      }
+      RaftServer.Division division = server.getDivision(getGroupId());
+      List<String> peers =
+          division.getRaftConf().getCurrentPeers().stream().map(p -> p.getId().toString()).toList();
+      RaftPeerId leader = division.getInfo().getLeaderId();
+      return SnapshotStagger.position(
+          getId().toString(), peers, leader == null ? null : leader.toString());
+    } catch (IOException | RuntimeException e) { // not started yet, or closing: no wait
+      return 0;
+    }
+  }
+
+  /** Waits {@code turn} on the writer thread, or less if pause or close count {@code h} down. */
+  private static void awaitTurn(Duration turn, CountDownLatch h) {
+    if (turn.isZero()) {
+      return;
+    }
+    try {
+      h.await(turn.toNanos(), TimeUnit.NANOSECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
   /** Writes a frozen state as the snapshot at {@code last}, on the writer thread. */
-  private void write(StateSnapshot.Frozen frozen, TermIndex last, long frozenNanos) {
+  private void write(StateSnapshot.Frozen frozen, TermIndex last, long frozenNanos, Duration turn) {
     long start = System.nanoTime();
     try {
       File file = storage.getSnapshotFile(last.getTerm(), last.getIndex());
@@ -390,13 +450,17 @@ final class IdemStateMachine extends BaseStateMachine {
       storage.updateLatestSnapshot(
           new SingleFileSnapshotInfo(new FileInfo(file.toPath(), md5), last));
       writtenNotReported.set(last);
-      metrics.snapshot(frozenNanos, System.nanoTime() - start, Files.size(file.toPath()));
+      long took = System.nanoTime() - start;
+      stagger.wrote(Duration.ofNanos(took));
+      metrics.snapshot(frozenNanos, took, Files.size(file.toPath()));
       LOG.info(
-          "snapshot at {} written to {} (state frozen in {} ms on the apply thread, written in {} ms)",
+          "snapshot at {} written to {} (state frozen in {} ms on the apply thread, written in {} ms"
+              + " after waiting {} ms for its turn)",
           last,
           file,
           TimeUnit.NANOSECONDS.toMillis(frozenNanos),
-          TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start));
+          TimeUnit.NANOSECONDS.toMillis(took),
+          turn.toMillis());
     } catch (IOException | RuntimeException e) {
       lastWriteFailure = e;
       LOG.error("writing the snapshot at {} failed; the log is kept", last, e);
@@ -415,8 +479,12 @@ final class IdemStateMachine extends BaseStateMachine {
     }
   }
 
-  /** Waits for a snapshot write under way: before the state is replaced, and on close. */
+  /**
+   * Waits for a snapshot write under way, which no longer waits for its turn: before the state is
+   * replaced, and on close.
+   */
   private void awaitWriter() {
+    hurry.countDown();
     CompletableFuture<Void> w = writing;
     if (w == null) {
       return;
