@@ -3,15 +3,15 @@ package io.idem.core;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.security.DigestException;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.Arrays;
-import java.util.Collection;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HexFormat;
-import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.TreeSet;
@@ -35,15 +35,23 @@ import java.util.TreeSet;
  * <p>Determinism: time is the caller's log time, and tokens are supplied by the caller from the log
  * (the server uses the command's log position), so every replica decides the same and a token is
  * strictly greater than every token handed out before it, for any key, across failovers, restarts
- * and snapshots. Snapshots and digests list the records in key order, so they are canonical.
+ * and snapshots. Snapshots list the records in the table's own order, which every replica shares
+ * (it follows from the commands applied, and a table read from a snapshot keeps the snapshot's);
+ * the digest does not depend on any order (see {@link #digest}).
  *
  * <p>Validate, then commit does not apply here: every operation decides and commits in one step,
  * and a refusal changes nothing. Not thread-safe: the state machine applies the log on one thread.
  */
 public final class KeyTable {
 
-  /** Format version of {@link #writeSnapshot}. */
-  public static final int SNAPSHOT_VERSION = 1;
+  /**
+   * Format version of {@link #writeSnapshot}: 2 lists the records in the table's order; 1 (still
+   * read) listed them in key order, which cost the snapshot writer a sort of every record.
+   */
+  public static final int SNAPSHOT_VERSION = 2;
+
+  /** The version that listed the records in key order. */
+  static final int KEY_ORDER_VERSION = 1;
 
   private static final int MAGIC = 0x49444b59; // "IDKY"
 
@@ -221,17 +229,13 @@ public final class KeyTable {
   /** The fingerprint of every record acquired without one. */
   private static final byte[] NO_FINGERPRINT = new byte[0];
 
-  /** The snapshot's order of records: by key. */
-  private static final Comparator<Record> BY_KEY = Comparator.comparing(r -> r.id);
-
   private final Bounds bounds;
-  // The records by key: a hash map, not a sorted one. The snapshot's key order is made when a
-  // snapshot is written, off the apply thread, not kept on every acquire (docs/PERFORMANCE.md,
-  // "Keys: a hash map").
+  // The records by key: a hash map, not a sorted one (docs/PERFORMANCE.md, "Keys: a hash map").
   private final Map<KeyId, Record> records = new HashMap<>();
-  // The same records, packed at the front of an array in no particular order (each knows its slot),
-  // so that a freeze copies one array instead of walking the hash map: 5-6 ms instead of 90 ms at
-  // 820,000 records (KeySnapshotBenchmark, docs/PERFORMANCE.md).
+  // The same records, packed at the front of an array (each knows its slot), so that a freeze
+  // copies one array instead of walking the hash map: 5-6 ms instead of 90 ms at 820,000 records
+  // (KeySnapshotBenchmark, docs/PERFORMANCE.md). Their order is the snapshot's: a new record goes
+  // last and the last one moves into a freed slot, so it follows from the commands applied alone.
   private Record[] packed = new Record[16];
   // The records again, in the order they expire. It holds the records themselves: an entry of its
   // own, with the key, held a second copy of the key (the one a complete was decoded with) and
@@ -547,11 +551,11 @@ public final class KeyTable {
   // ---- snapshot and digest ----
 
   /**
-   * Writes the table: magic, version, bounds, the last token, the records in key order, then a
-   * CRC32C of everything before. Leaves {@code out} open.
+   * Writes the table: magic, version, bounds, the last token, the records in the table's order,
+   * then a CRC32C of everything before. Leaves {@code out} open.
    */
   public void writeSnapshot(OutputStream out) throws IOException {
-    write(new SnapshotEncoder(out::write));
+    write(new SnapshotEncoder(out::write), bounds, lastToken, packed, records.size());
   }
 
   /**
@@ -573,8 +577,7 @@ public final class KeyTable {
   public static final class Frozen {
     private final Bounds bounds;
     private final long lastToken;
-    private final Record[] records; // sorted by key on first use, by whichever thread writes
-    private boolean sorted;
+    private final Record[] records; // in the table's order when frozen
     private String digest; // taken by the first write, or by the first call of digest()
 
     private Frozen(Bounds bounds, long lastToken, Record[] records) {
@@ -584,33 +587,22 @@ public final class KeyTable {
     }
 
     /**
-     * The table's {@link KeyTable#digest} as it was when frozen: hashed while {@link
-     * #writeSnapshot} wrote, or else by encoding the records now.
+     * The table's {@link KeyTable#digest} as it was when frozen: taken while {@link #writeSnapshot}
+     * wrote, or else by encoding the records now.
      */
     public synchronized String digest() {
       if (digest == null) {
-        List<Record> inOrder = inKeyOrder();
-        digest = digestOf(e -> write(e, bounds, lastToken, inOrder));
+        digest = digestOf(bounds, lastToken, records, records.length);
       }
       return digest;
     }
 
     /**
      * Writes the table's snapshot as {@link KeyTable#writeSnapshot} did when frozen, exactly {@link
-     * #snapshotBytes} bytes, hashing them for {@link #digest} on the way.
+     * #snapshotBytes} bytes, taking its {@link #digest} on the way.
      */
     public synchronized void writeSnapshot(OutputStream out) throws IOException {
-      MessageDigest sha = sha256();
-      write(
-          new SnapshotEncoder(
-              (b, off, len) -> {
-                sha.update(b, off, len);
-                out.write(b, off, len);
-              }),
-          bounds,
-          lastToken,
-          inKeyOrder());
-      digest = HexFormat.of().formatHex(sha.digest());
+      digest = write(new SnapshotEncoder(out::write), bounds, lastToken, records, records.length);
     }
 
     /**
@@ -625,14 +617,6 @@ public final class KeyTable {
         n += r.response == null ? 0 : r.response.length;
       }
       return n + Integer.BYTES; // the CRC32C
-    }
-
-    private List<Record> inKeyOrder() {
-      if (!sorted) {
-        Arrays.sort(records, BY_KEY);
-        sorted = true;
-      }
-      return Arrays.asList(records);
     }
   }
 
@@ -662,14 +646,24 @@ public final class KeyTable {
     return n;
   }
 
-  private void write(SnapshotEncoder e) throws IOException {
-    Record[] inOrder = Arrays.copyOf(packed, records.size());
-    Arrays.sort(inOrder, BY_KEY);
-    write(e, bounds, lastToken, Arrays.asList(inOrder));
+  /**
+   * Writes the records {@code records[0..count)} in that order as a snapshot, and returns their
+   * {@link #digest}, taken from the same encoding of each record.
+   */
+  private static String write(
+      SnapshotEncoder e, Bounds bounds, long lastToken, Record[] records, int count)
+      throws IOException {
+    writeHeader(e, bounds, lastToken, count);
+    RecordHashes hashes = new RecordHashes();
+    for (int i = 0; i < count; i++) {
+      ByteBuffer encoded = hashes.add(records[i]);
+      e.putRaw(encoded.array(), 0, encoded.position());
+    }
+    e.finish();
+    return hashes.digest(bounds, lastToken, count);
   }
 
-  private static void write(
-      SnapshotEncoder e, Bounds bounds, long lastToken, Collection<Record> records)
+  private static void writeHeader(SnapshotEncoder e, Bounds bounds, long lastToken, int count)
       throws IOException {
     e.putInt(MAGIC);
     e.putInt(SNAPSHOT_VERSION);
@@ -678,18 +672,98 @@ public final class KeyTable {
     e.putInt(bounds.maxResponseBytes());
     e.putLong(bounds.maxRetentionMs());
     e.putLong(lastToken);
-    e.putInt(records.size());
-    for (Record r : records) {
-      e.putBytes(r.id.scope().getBytes(StandardCharsets.UTF_8));
-      e.putBytes(r.id.key().getBytes(StandardCharsets.UTF_8));
-      e.putBytes(r.fingerprint);
-      e.putLong(r.token);
-      e.putLong(r.deadline);
-      e.putLong(r.retentionMs);
-      e.putLong(r.completedAt);
-      e.putBytes(r.response);
+    e.putInt(count);
+  }
+
+  private static String digestOf(Bounds bounds, long lastToken, Record[] records, int count) {
+    RecordHashes hashes = new RecordHashes();
+    for (int i = 0; i < count; i++) {
+      hashes.add(records[i]);
     }
-    e.finish();
+    return hashes.digest(bounds, lastToken, count);
+  }
+
+  /**
+   * The digest of a table whatever the order of its records: each record is encoded as the snapshot
+   * encodes it and hashed (SHA-256) on its own, the hashes are added up modulo 2^256, and the
+   * digest is the SHA-256 of the snapshot's header (magic, version, bounds, last token, count)
+   * followed by that sum. Keys are unique, so equal tables give equal sums in any order. Hashing
+   * each record costs less than the sort that a digest of one stream in key order needs: 1.4-1.8 s
+   * of the writer's 2 s at 820,000 records with random keys (docs/PERFORMANCE.md, tenth sitting).
+   */
+  private static final class RecordHashes {
+    private final MessageDigest sha = sha256();
+    private final byte[] hash = new byte[32];
+    private final ByteBuffer hashView = ByteBuffer.wrap(hash);
+    private final long[] sum = new long[4]; // big-endian: sum[0] holds the most significant bits
+    private ByteBuffer encoded = ByteBuffer.allocate(512);
+    private String scope; // the last record's scope (interned: most records share a few) ...
+    private byte[] scopeBytes; // ... and its encoding
+
+    /** Encodes {@code r}, adds its hash, and returns the encoding (until the next call). */
+    ByteBuffer add(Record r) {
+      if (r.id.scope() != scope) {
+        scope = r.id.scope();
+        scopeBytes = scope.getBytes(StandardCharsets.UTF_8);
+      }
+      byte[] key = r.id.key().getBytes(StandardCharsets.UTF_8);
+      int response = r.response == null ? 0 : r.response.length;
+      int size =
+          4 * Integer.BYTES
+              + scopeBytes.length
+              + key.length
+              + r.fingerprint.length
+              + 4 * Long.BYTES
+              + response;
+      if (encoded.capacity() < size) {
+        encoded = ByteBuffer.allocate(Math.max(size, 2 * encoded.capacity()));
+      }
+      encoded.clear();
+      encoded.putInt(scopeBytes.length).put(scopeBytes);
+      encoded.putInt(key.length).put(key);
+      encoded.putInt(r.fingerprint.length).put(r.fingerprint);
+      encoded.putLong(r.token).putLong(r.deadline).putLong(r.retentionMs).putLong(r.completedAt);
+      if (r.response == null) {
+        encoded.putInt(-1);
+      } else {
+        encoded.putInt(r.response.length).put(r.response);
+      }
+      sha.update(encoded.array(), 0, encoded.position());
+      try {
+        sha.digest(hash, 0, hash.length);
+      } catch (DigestException e) {
+        throw new IllegalStateException("a SHA-256 is 32 bytes", e);
+      }
+      long carry = 0;
+      for (int i = 3; i >= 0; i--) {
+        long x = hashView.getLong(8 * i);
+        long s = sum[i] + x;
+        long c = Long.compareUnsigned(s, x) < 0 ? 1 : 0;
+        long t = s + carry;
+        if (Long.compareUnsigned(t, s) < 0) {
+          c = 1;
+        }
+        sum[i] = t;
+        carry = c;
+      }
+      return encoded;
+    }
+
+    /** The digest of a table with these bounds, last token, and the {@code count} records added. */
+    String digest(Bounds bounds, long lastToken, int count) {
+      MessageDigest total = sha256();
+      SnapshotEncoder header = new SnapshotEncoder(total::update);
+      try {
+        writeHeader(header, bounds, lastToken, count);
+        for (long lane : sum) {
+          header.putLong(lane);
+        }
+        header.flushWithoutChecksum();
+      } catch (IOException e) {
+        throw new IllegalStateException("a digest sink cannot fail", e);
+      }
+      return HexFormat.of().formatHex(total.digest());
+    }
   }
 
   /**
@@ -704,7 +778,7 @@ public final class KeyTable {
       throw new SnapshotFormatException("not a key table snapshot");
     }
     int version = d.getInt();
-    if (version != SNAPSHOT_VERSION) {
+    if (version != SNAPSHOT_VERSION && version != KEY_ORDER_VERSION) {
       throw new SnapshotFormatException("unknown key table snapshot version " + version);
     }
     KeyTable t;
@@ -733,7 +807,8 @@ public final class KeyTable {
           || r.token < 1
           || r.token > t.lastToken
           || r.retentionMs < 1
-          || (previous != null && previous.compareTo(id) >= 0)) { // in key order, each once
+          || (version == KEY_ORDER_VERSION && previous != null && previous.compareTo(id) >= 0)
+          || t.records.containsKey(id)) { // each key once (and version 1 in key order)
         throw new SnapshotFormatException("bad key record " + i);
       }
       previous = id;
@@ -764,23 +839,12 @@ public final class KeyTable {
     return new String(b, StandardCharsets.UTF_8);
   }
 
-  /** A SHA-256 of the snapshot encoding, in hex: equal for equal states. */
+  /**
+   * A SHA-256 over the table's bounds, last token and records, in hex: equal for equal tables,
+   * whatever the order of their records ({@link RecordHashes}).
+   */
   public String digest() {
-    return digestOf(this::write);
-  }
-
-  private interface Encoding {
-    void writeTo(SnapshotEncoder e) throws IOException;
-  }
-
-  private static String digestOf(Encoding encoding) {
-    MessageDigest sha = sha256();
-    try {
-      encoding.writeTo(new SnapshotEncoder(sha::update));
-    } catch (IOException e) {
-      throw new IllegalStateException("digest sink cannot fail", e);
-    }
-    return HexFormat.of().formatHex(sha.digest());
+    return digestOf(bounds, lastToken, packed, records.size());
   }
 
   private static MessageDigest sha256() {

@@ -51,6 +51,24 @@ final class SnapshotEncoder {
     sink.write(bytes, 0, bytes.length);
   }
 
+  /** Writes {@code len} bytes of {@code bytes} from {@code off} as they are, with no length. */
+  void putRaw(byte[] bytes, int off, int len) throws IOException {
+    if (len > buf.remaining()) {
+      drain();
+      if (len > buf.capacity()) {
+        crc.update(bytes, off, len);
+        sink.write(bytes, off, len);
+        return;
+      }
+    }
+    buf.put(bytes, off, len);
+  }
+
+  /** Writes what is buffered, without a checksum: for an encoding that is only hashed. */
+  void flushWithoutChecksum() throws IOException {
+    drain();
+  }
+
   /** Writes what is buffered and the checksum of everything written. */
   void finish() throws IOException {
     drain();

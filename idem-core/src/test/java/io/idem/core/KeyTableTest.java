@@ -180,68 +180,124 @@ class KeyTableTest {
   }
 
   @Test
-  void equalTablesWriteEqualSnapshotsInKeyOrderWhateverTheirHistory() throws IOException {
+  void equalTablesHaveEqualDigestsWhateverTheirHistoryAndSnapshotsKeepTheTablesOrder()
+      throws IOException {
     // Table a: three keys, acquired out of key order. Table b: the same three, with the same
     // tokens and times, after 2,000 other keys came and went (its hash map grew and emptied).
+    // Table c: the same three after a key acquired before them was released, which moved the last
+    // record into its slot: c holds them in another order.
     KeyTable a = new KeyTable(KeyTable.Bounds.DEFAULTS);
     KeyTable b = new KeyTable(KeyTable.Bounds.DEFAULTS);
-    long tk = 1;
+    KeyTable c = new KeyTable(KeyTable.Bounds.DEFAULTS);
+    KeyId gone = new KeyId("other", "first");
+    c.acquire(gone, FP, MIN, DAY, 1, now);
+    long tk = 2;
     for (int i = 0; i < 2_000; i++) {
-      KeyId gone = new KeyId("other", "k" + i);
-      b.acquire(gone, FP, MIN, DAY, tk, now);
-      assertThat(b.release(gone, tk++, now)).isEqualTo(new Settlement.Done(0));
+      KeyId other = new KeyId("other", "k" + i);
+      b.acquire(other, FP, MIN, DAY, tk, now);
+      assertThat(b.release(other, tk++, now)).isEqualTo(new Settlement.Done(0));
     }
     for (String k : List.of("k3", "k1", "k2")) {
       KeyId id = new KeyId("s", k);
-      a.acquire(id, FP, MIN, DAY, tk, now);
-      b.acquire(id, FP, MIN, DAY, tk, now);
-      if (!k.equals("k2")) {
-        a.complete(id, tk, utf8("r" + k), now);
-        b.complete(id, tk, utf8("r" + k), now);
+      for (KeyTable t : List.of(a, b, c)) {
+        t.acquire(id, FP, MIN, DAY, tk, now);
+        if (!k.equals("k2")) {
+          t.complete(id, tk, utf8("r" + k), now);
+        }
       }
       tk++;
     }
-    ByteArrayOutputStream fromA = new ByteArrayOutputStream();
-    a.writeSnapshot(fromA);
-    ByteArrayOutputStream fromB = new ByteArrayOutputStream();
-    b.freeze().writeSnapshot(fromB);
-    assertThat(fromB.toByteArray()).isEqualTo(fromA.toByteArray());
-    assertThat(b.freeze().digest()).isEqualTo(a.digest()).isEqualTo(b.digest());
-    // The reader accepts only key order: the bytes hold s/k1, s/k2, s/k3 in that order.
-    String text = new String(fromA.toByteArray(), StandardCharsets.ISO_8859_1);
-    assertThat(text.indexOf("k1")).isLessThan(text.indexOf("k2"));
-    assertThat(text.indexOf("k2")).isLessThan(text.indexOf("k3"));
-    assertThat(KeyTable.readSnapshot(new ByteArrayInputStream(fromA.toByteArray())).digest())
+    assertThat(c.release(gone, 1, now)).isEqualTo(new Settlement.Done(0));
+
+    byte[] fromA = snapshot(a);
+    byte[] fromC = snapshot(c);
+    assertThat(snapshotOfFrozen(b)).isEqualTo(snapshot(b)).isEqualTo(fromA);
+    // In the table's order: a and b in the order of acquisition, c with k2 moved to the front.
+    assertThat(order(fromA, "k1", "k2", "k3")).containsExactly("k3", "k1", "k2");
+    assertThat(order(fromC, "k1", "k2", "k3")).containsExactly("k2", "k3", "k1");
+    assertThat(fromC).hasSameSizeAs(fromA).isNotEqualTo(fromA);
+    // One digest for all three, frozen or not, and for the tables read back from either snapshot.
+    assertThat(List.of(b.digest(), c.digest(), b.freeze().digest(), c.freeze().digest()))
+        .containsOnly(a.digest());
+    KeyTable fromReadC = KeyTable.readSnapshot(new ByteArrayInputStream(fromC));
+    assertThat(fromReadC.digest()).isEqualTo(a.digest());
+    assertThat(KeyTable.readSnapshot(new ByteArrayInputStream(fromA)).digest())
         .isEqualTo(a.digest());
+    // A table read from a snapshot keeps its order: it writes the same bytes again.
+    assertThat(snapshot(fromReadC)).isEqualTo(fromC);
+    // The digest covers every field: another response is another digest.
+    KeyTable d = KeyTable.readSnapshot(new ByteArrayInputStream(fromA));
+    KeyId k2 = new KeyId("s", "k2");
+    d.complete(k2, tk - 1, utf8("other"), now);
+    a.complete(k2, tk - 1, utf8("rk2"), now);
+    assertThat(d.digest()).isNotEqualTo(a.digest());
+  }
+
+  private static byte[] snapshot(KeyTable t) throws IOException {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    t.writeSnapshot(out);
+    return out.toByteArray();
+  }
+
+  private static byte[] snapshotOfFrozen(KeyTable t) throws IOException {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    t.freeze().writeSnapshot(out);
+    return out.toByteArray();
+  }
+
+  /** The given strings in the order in which they appear in {@code bytes}. */
+  private static List<String> order(byte[] bytes, String... strings) {
+    String text = new String(bytes, StandardCharsets.ISO_8859_1);
+    return java.util.Arrays.stream(strings)
+        .sorted(java.util.Comparator.comparingInt(text::indexOf))
+        .toList();
   }
 
   @Test
-  void aSnapshotWhoseRecordsShareATokenOrLeaveKeyOrderIsRefused() throws IOException {
+  void aSnapshotWhoseRecordsShareATokenOrAKeyIsRefusedAndVersion1AlsoOutOfKeyOrder()
+      throws IOException {
+    for (int v : new int[] {1, 2}) {
+      assertThatThrownBy(
+              () -> KeyTable.readSnapshot(snapshotOf(v, "a", 5, 1_000_000, "b", 5, 1_000_000)))
+          .isInstanceOf(SnapshotFormatException.class)
+          .hasMessageContaining("token 5");
+      // The same token with different expiry times too (the index would tell them apart, and
+      // lose one at the next equal time).
+      assertThatThrownBy(
+              () -> KeyTable.readSnapshot(snapshotOf(v, "a", 5, 1_000_000, "b", 5, 2_000_000)))
+          .isInstanceOf(SnapshotFormatException.class)
+          .hasMessageContaining("token 5");
+      assertThatThrownBy(
+              () -> KeyTable.readSnapshot(snapshotOf(v, "a", 5, 1_000_000, "a", 6, 1_000_000)))
+          .isInstanceOf(SnapshotFormatException.class)
+          .hasMessageContaining("bad key record 1");
+      assertThat(KeyTable.readSnapshot(snapshotOf(v, "a", 5, 1_000_000, "b", 6, 1_000_000)).size())
+          .isEqualTo(2);
+    }
+    // Version 1 listed the records in key order, and its reader still checks it; version 2 lists
+    // them in the table's order.
     assertThatThrownBy(
-            () -> KeyTable.readSnapshot(snapshotOf("a", 5, 1_000_000, "b", 5, 1_000_000)))
+            () -> KeyTable.readSnapshot(snapshotOf(1, "b", 5, 1_000_000, "a", 6, 1_000_000)))
         .isInstanceOf(SnapshotFormatException.class)
-        .hasMessageContaining("token 5");
-    // The same token with different expiry times too (the index would tell them apart, and lose
-    // one at the next equal time).
-    assertThatThrownBy(
-            () -> KeyTable.readSnapshot(snapshotOf("a", 5, 1_000_000, "b", 5, 2_000_000)))
-        .isInstanceOf(SnapshotFormatException.class)
-        .hasMessageContaining("token 5");
-    assertThatThrownBy(
-            () -> KeyTable.readSnapshot(snapshotOf("b", 5, 1_000_000, "a", 6, 1_000_000)))
-        .isInstanceOf(SnapshotFormatException.class);
-    assertThat(KeyTable.readSnapshot(snapshotOf("a", 5, 1_000_000, "b", 6, 1_000_000)).size())
-        .isEqualTo(2);
+        .hasMessageContaining("bad key record 1");
+    KeyTable unsorted = KeyTable.readSnapshot(snapshotOf(2, "b", 5, 1_000_000, "a", 6, 1_000_000));
+    assertThat(unsorted.digest())
+        .isEqualTo(
+            KeyTable.readSnapshot(snapshotOf(1, "a", 6, 1_000_000, "b", 5, 1_000_000)).digest());
   }
 
-  /** A key table snapshot of two in-progress records, written field by field as the table does. */
+  /**
+   * A key table snapshot of two in-progress records in the given format version, written field by
+   * field as the table does.
+   */
   private static ByteArrayInputStream snapshotOf(
-      String k1, long t1, long deadline1, String k2, long t2, long deadline2) throws IOException {
+      int version, String k1, long t1, long deadline1, String k2, long t2, long deadline2)
+      throws IOException {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     SnapshotEncoder e = new SnapshotEncoder(out::write);
     KeyTable.Bounds b = KeyTable.Bounds.DEFAULTS;
     e.putInt(0x49444b59);
-    e.putInt(KeyTable.SNAPSHOT_VERSION);
+    e.putInt(version);
     e.putInt(b.maxKeyChars());
     e.putInt(b.maxFingerprintBytes());
     e.putInt(b.maxResponseBytes());

@@ -23,11 +23,11 @@ import java.util.zip.CheckedInputStream;
 import java.util.zip.CheckedOutputStream;
 
 /**
- * The state machine's snapshot, format version 5: a sequence of sections, one per domain of the
+ * The state machine's snapshot, format version 6: a sequence of sections, one per domain of the
  * {@link ReplicatedState}, each written and read by the domain that owns it. Big-endian:
  *
  * <pre>
- * int magic = 0x49444D4B ("IDMK"), int version = 5
+ * int magic = 0x49444D4B ("IDMK"), int version = 6
  * per section, in ascending id: int id, long length, then length bytes written by its domain
  *   1 the log position (ReplicatedState)   2 the replicated configuration (ConfigState)
  *   3 leases (LeaseState)                  4 keys and values (KvState)
@@ -40,21 +40,24 @@ import java.util.zip.CheckedOutputStream;
  * exactly its length. A later version adds a section (a new domain) with a new id and a new version
  * number; the other sections' bytes stay as they are, and older snapshots are read with the new
  * section empty: version 5 added section 6 (keys), and versions 1 to 4 are read with an empty key
- * table. Version 4 is version 5 without section 6.
+ * table. Version 4 is version 5 without section 6. Version 6 is version 5 with the key table's
+ * snapshot version 2 in section 6, which lists the records in the table's own order instead of
+ * sorted by key (the sort was most of the snapshot writer's work); the reader takes either in
+ * either.
  *
  * <p>Versions 1 to 3 had no framing: the same sections' bytes, in the same order, one after the
  * other, and the CRC32C. They are still read, each section by its domain from the version's bytes.
  * Version 3 has every section. Version 2 had no configuration (nodes decided by their own flags):
  * it is read as not configured, with the default limits and the session bounds its session table
  * carries, and the next leader bootstraps a configuration. Version 1 also had no lease holders.
- * Golden files pin versions 2 to 5 ({@code StateSnapshotFormatTest}).
+ * Golden files pin versions 2 to 6 ({@code StateSnapshotFormatTest}).
  *
  * <p>The reader checks the magic, version, framing, ranges and the checksum before it returns a
  * state.
  */
 final class StateSnapshot {
   static final int MAGIC = 0x49444D4B;
-  static final int VERSION = 5;
+  static final int VERSION = 6;
 
   /** The oldest version the reader still reads. */
   static final int OLDEST_VERSION = 1;

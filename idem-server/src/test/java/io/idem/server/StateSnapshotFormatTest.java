@@ -18,6 +18,8 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.zip.CRC32C;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * The state snapshot's versions: a golden file pins each, the writer produces the current one, and
@@ -29,14 +31,16 @@ import org.junit.jupiter.api.Test;
  * regenerate the current version's file after a deliberate format change (which must also bump the
  * version and keep the previous file): {@code ./mvnw -pl idem-server test
  * -Dtest=StateSnapshotFormatTest -Didem.golden.write=true}. {@code state-v4.bin} was written by the
- * version 4 code (before keys) from {@code GoldenStates.log(3)}, and {@code state-v5.bin} from
- * {@code GoldenStates.log(4)}, which adds application idempotency keys and a fenced write.
+ * version 4 code (before keys) from {@code GoldenStates.log(3)}, {@code state-v5.bin} by the
+ * version 5 code from {@code GoldenStates.log(4)}, which adds application idempotency keys and a
+ * fenced write, and {@code state-v6.bin} from the same log (the key records in the table's order).
  */
 class StateSnapshotFormatTest {
   private static final Path V2 = Path.of("src/test/resources/snapshots/state-v2.bin");
   private static final Path V3 = Path.of("src/test/resources/snapshots/state-v3.bin");
   private static final Path V4 = Path.of("src/test/resources/snapshots/state-v4.bin");
   private static final Path V5 = Path.of("src/test/resources/snapshots/state-v5.bin");
+  private static final Path V6 = Path.of("src/test/resources/snapshots/state-v6.bin");
 
   /** {@code GoldenStates.state(3)}'s digest, as the version 3 code computed it. */
   private static final String DIGEST_BEFORE_SECTIONS =
@@ -53,19 +57,29 @@ class StateSnapshotFormatTest {
   }
 
   @Test
-  void writerProducesTheGoldenBytesOfVersion5() throws IOException {
+  void writerProducesTheGoldenBytesOfVersion6() throws IOException {
     byte[] actual = bytesOf(GoldenStates.state(4));
     if (Boolean.getBoolean("idem.golden.write")) {
-      Files.write(V5, actual);
+      Files.write(V6, actual);
     }
-    assertThat(actual).isEqualTo(Files.readAllBytes(V5));
+    assertThat(actual).isEqualTo(Files.readAllBytes(V6));
   }
 
-  @Test
-  void version5AddsTheKeyTableAsSectionSix() throws IOException {
-    List<Section> sections = sectionsOf(Files.readAllBytes(V5));
+  /**
+   * Version 6 differs from version 5 only in the order of the key records in section 6: both read
+   * as the state the log gives, with its digest, and the other sections' bytes are equal.
+   */
+  @ParameterizedTest
+  @ValueSource(ints = {5, 6})
+  void versions5And6CarryTheKeyTableAsSectionSix(int version) throws IOException {
+    byte[] bytes = Files.readAllBytes(version == 5 ? V5 : V6);
+    List<Section> sections = sectionsOf(bytes);
     assertThat(sections).extracting(Section::id).containsExactly(1, 2, 3, 4, 5, 6);
-    ReplicatedState s = read(Files.readAllBytes(V5));
+    List<Section> other = sectionsOf(Files.readAllBytes(version == 5 ? V6 : V5));
+    for (int i = 0; i < 5; i++) {
+      assertThat(sections.get(i).body()).isEqualTo(other.get(i).body());
+    }
+    ReplicatedState s = read(bytes);
     ReplicatedState replayed = GoldenStates.state(4);
     assertThat(StateSnapshot.digest(s)).isEqualTo(StateSnapshot.digest(replayed));
     assertThat(s.keys.size()).isEqualTo(2);
@@ -155,6 +169,11 @@ class StateSnapshotFormatTest {
   }
 
   @Test
+  void everyFlippedByteOrTruncationOfVersion6IsRefused() throws IOException {
+    refusesEveryFlipAndCut(Files.readAllBytes(V6));
+  }
+
+  @Test
   void everyFlippedByteOrTruncationOfVersion5IsRefused() throws IOException {
     refusesEveryFlipAndCut(Files.readAllBytes(V5));
   }
@@ -201,11 +220,11 @@ class StateSnapshotFormatTest {
 
   @Test
   void anUnknownVersionIsRefused() throws IOException {
-    byte[] future = Files.readAllBytes(V5);
-    future[7] = 6;
+    byte[] future = Files.readAllBytes(V6);
+    future[7] = 7;
     assertThatThrownBy(() -> read(future))
         .isInstanceOf(SnapshotFormatException.class)
-        .hasMessageContaining("version 6");
+        .hasMessageContaining("version 7");
   }
 
   private static void refusesEveryFlipAndCut(byte[] golden) {
