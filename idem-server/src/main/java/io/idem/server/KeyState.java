@@ -26,8 +26,9 @@ import java.util.Optional;
  * bounds its snapshot carries.
  *
  * <p>Snapshot section (id 6, since snapshot version 5): the key table's own snapshot ({@link
- * KeyTable#writeSnapshot}: its bounds, the last token and the records in key order, with its own
- * CRC32C). Older snapshots are read with an empty table.
+ * KeyTable#writeSnapshot}: its bounds, the last token and the records in the table's order, with
+ * its own CRC32C; in snapshot version 5, the table's version 1, in key order). Older snapshots are
+ * read with an empty table.
  */
 final class KeyState implements StateSection {
 
