@@ -281,8 +281,9 @@ final class IdemStateMachine extends BaseStateMachine {
       writing =
           CompletableFuture.runAsync(
               () -> {
+                long waitStart = System.nanoTime();
                 awaitTurn(turn, h);
-                write(f, at, nanos, turn);
+                write(f, at, nanos, Duration.ofNanos(System.nanoTime() - waitStart));
               },
               writer);
     }
@@ -424,8 +425,12 @@ final class IdemStateMachine extends BaseStateMachine {
     }
   }
 
-  /** Writes a frozen state as the snapshot at {@code last}, on the writer thread. */
-  private void write(StateSnapshot.Frozen frozen, TermIndex last, long frozenNanos, Duration turn) {
+  /**
+   * Writes a frozen state as the snapshot at {@code last}, on the writer thread, after it waited
+   * {@code waited} for its turn.
+   */
+  private void write(
+      StateSnapshot.Frozen frozen, TermIndex last, long frozenNanos, Duration waited) {
     long start = System.nanoTime();
     try {
       File file = storage.getSnapshotFile(last.getTerm(), last.getIndex());
@@ -460,7 +465,7 @@ final class IdemStateMachine extends BaseStateMachine {
           file,
           TimeUnit.NANOSECONDS.toMillis(frozenNanos),
           TimeUnit.NANOSECONDS.toMillis(took),
-          turn.toMillis());
+          waited.toMillis());
     } catch (IOException | RuntimeException e) {
       lastWriteFailure = e;
       LOG.error("writing the snapshot at {} failed; the log is kept", last, e);
