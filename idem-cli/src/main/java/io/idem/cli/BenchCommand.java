@@ -329,6 +329,15 @@ final class BenchCommand implements Callable<Integer> {
       spec.commandLine().getErr().println("idem: --ledger applies to --workload keys");
       return 2;
     }
+    if (timeline != null) {
+      Path dir = timeline.toAbsolutePath().getParent();
+      if (Files.isDirectory(timeline) || !Files.isDirectory(dir) || !Files.isWritable(dir)) {
+        spec.commandLine()
+            .getErr()
+            .println("idem: --timeline " + timeline + ": not a file in a writable directory");
+        return 2;
+      }
+    }
     ClientTls clientTls;
     try {
       clientTls = tls.tls();
@@ -1016,7 +1025,7 @@ final class BenchCommand implements Callable<Integer> {
         out.write(
             String.format(
                 Locale.ROOT,
-                "%s,%d,%.3f,%.3f,%.3f%n",
+                "%s,%d,%.3f,%.3f,%.3f\n",
                 Instant.now().truncatedTo(ChronoUnit.MILLIS),
                 second.getTotalCount(),
                 ms(second, 50),

@@ -169,6 +169,15 @@ class IdemCliTest {
   }
 
   @Test
+  void benchRefusesATimelineItCannotWriteBeforeItStarts(@TempDir Path dir) {
+    assertThat(run("bench", "--local", "1", "--timeline", dir.resolve("no/such/t.csv").toString()))
+        .isEqualTo(2);
+    assertOneLineError("--timeline");
+    assertThat(run("bench", "--local", "1", "--timeline", dir.toString())).isEqualTo(2);
+    assertThat(out.toString()).doesNotContain("writes/s");
+  }
+
+  @Test
   void benchKeysWorkloadRefusesResponsesOverTheBound() {
     assertThat(run("bench", "--workload", "keys", "--value-size", "65537")).isEqualTo(2);
     assertOneLineError("at most 65536");
