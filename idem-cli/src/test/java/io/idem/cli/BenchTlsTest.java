@@ -9,6 +9,7 @@ import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
@@ -34,7 +35,9 @@ class BenchTlsTest {
     certs = TestCertificates.create(certsDir);
     TlsFiles nodeTls =
         new TlsFiles(certs.certificate("node"), certs.key("node"), certs.certificate("ca"), true);
-    cluster = LocalCluster.start(3, dataDir, b -> b.tls(nodeTls));
+    cluster =
+        LocalCluster.start(
+            3, dataDir, b -> b.tls(nodeTls).peerSubjects(List.of(TestCertificates.NODE_SUBJECT)));
     cluster.waitForLeader(Duration.ofSeconds(60));
     servers = String.join(",", cluster.clientAddresses());
   }

@@ -19,9 +19,10 @@ import org.slf4j.LoggerFactory;
 /**
  * Group commit on the leader: folds the commands of all sessions into few log entries. While {@code
  * maxInFlight} entries are being replicated, new commands accumulate and leave together in the next
- * entry. Every entry is stamped with the leader's clock (never going backwards). When nothing was
- * appended for a tick interval, an empty entry (a tick) is appended so that sessions and leases
- * expire on an idle cluster too.
+ * entry. Every entry is stamped with the leader's wall clock as it is (replicas keep the highest
+ * stamp, so log time never goes backwards; a stamp is never carried ahead of the clock, which the
+ * state machine's check of proposals would refuse). When nothing was appended for a tick interval,
+ * an empty entry (a tick) is appended so that sessions and leases expire on an idle cluster too.
  *
  * <p>While the state applied on this node has no replicated configuration, every entry starts with
  * the bootstrap {@code ConfigureCmd} of this node's flags; the state machine applies the first one
@@ -64,7 +65,6 @@ final class Batcher implements AutoCloseable {
   private final Thread thread;
   private final java.util.concurrent.ExecutorService replies;
   private int inFlight;
-  private long lastStampMs;
   private long lastAppendNanos = System.nanoTime();
   private volatile boolean closed;
   private final java.util.concurrent.atomic.AtomicLong entries =
@@ -232,8 +232,7 @@ final class Batcher implements AutoCloseable {
 
   private void append(Batch next) {
     List<Pending> batch = next.commands();
-    long stamp = Math.max(lastStampMs, wallClock.getAsLong());
-    lastStampMs = stamp;
+    long stamp = wallClock.getAsLong();
     lastAppendNanos = System.nanoTime();
     LogEntry.Builder entry =
         LogEntry.newBuilder()

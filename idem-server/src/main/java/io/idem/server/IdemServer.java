@@ -302,7 +302,8 @@ public final class IdemServer implements AutoCloseable {
         StatusReply.newBuilder()
             .setId(config.id())
             .setEntriesAppended(batcher.entriesAppended())
-            .setCommandsAppended(batcher.commandsAppended());
+            .setCommandsAppended(batcher.commandsAppended())
+            .setEntriesSkipped(metrics.entriesSkipped());
     stateMachine.inspect(
         s ->
             b.setAppliedIndex(s.appliedIndex())

@@ -28,6 +28,7 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.ratis.io.MD5Hash;
 import org.apache.ratis.proto.RaftProtos.LogEntryProto;
+import org.apache.ratis.protocol.ClientId;
 import org.apache.ratis.protocol.Message;
 import org.apache.ratis.protocol.RaftClientRequest;
 import org.apache.ratis.protocol.RaftGroupId;
@@ -64,6 +65,19 @@ final class IdemStateMachine extends BaseStateMachine {
       new java.util.concurrent.ConcurrentHashMap<>();
   // Volatile for authenticate, which reads the sessions without the lock.
   private volatile ReplicatedState state = new ReplicatedState();
+
+  /**
+   * How far past the leader's own clock a proposal's stamp may be. The batcher stamps the wall
+   * clock when it builds an entry, a few milliseconds before this check; the bound only leaves room
+   * for that.
+   */
+  static final long MAX_STAMP_AHEAD_MS = 5_000;
+
+  /**
+   * The Ratis client id of this node's own proposals: random, known only to this node and to its
+   * peers (the entries they replicate carry it).
+   */
+  private final ClientId proposer = ClientId.randomId();
 
   /** How long close and pause wait for a snapshot write under way. */
   private static final Duration WRITER_WAIT = Duration.ofMinutes(2);
@@ -232,6 +246,54 @@ final class IdemStateMachine extends BaseStateMachine {
     return storage;
   }
 
+  /**
+   * The leader's check of a proposal, before Ratis appends it: only this node's own front door
+   * proposes entries ({@link RaftNode} submits them in-process under {@link #proposer()}), in the
+   * log format this node writes, stamped with a time no later than {@link #MAX_STAMP_AHEAD_MS} past
+   * this node's clock. Anything else is refused and never reaches the log. {@link PeerGate} already
+   * closes Ratis's client service to the network; this check holds even if a service were opened by
+   * mistake, and keeps a proposal from moving log time (and with it every session's, lease's and
+   * key's expiry) ahead.
+   */
+  @Override
+  public TransactionContext startTransaction(RaftClientRequest request) throws IOException {
+    TransactionContext trx = super.startTransaction(request);
+    String refusal = proposalRefusal(request, System.currentTimeMillis());
+    if (refusal != null) {
+      metrics.proposalRefused();
+      LOG.warn("refused a proposal from Ratis client {}: {}", request.getClientId(), refusal);
+      trx.setException(new IOException("proposal refused: " + refusal));
+    }
+    return trx;
+  }
+
+  /** Why {@code request} may not be appended at wall time {@code nowMs}, or null if it may. */
+  String proposalRefusal(RaftClientRequest request, long nowMs) {
+    if (!request.getClientId().equals(proposer)) {
+      return "only this node's front door proposes entries";
+    }
+    LogEntry entry = appending.get(request.getCallId());
+    if (entry == null) {
+      return "not an entry this node's batcher built";
+    }
+    if (entry.getFormatVersion() != ReplicatedState.LOG_FORMAT_VERSION) {
+      return "log format version " + entry.getFormatVersion() + ", not this node's";
+    }
+    if (entry.getLeaderTimeMs() > nowMs + MAX_STAMP_AHEAD_MS) {
+      return "stamped "
+          + (entry.getLeaderTimeMs() - nowMs)
+          + " ms ahead of this node's clock (at most "
+          + MAX_STAMP_AHEAD_MS
+          + ")";
+    }
+    return null;
+  }
+
+  /** The Ratis client id under which this node's front door proposes entries. */
+  ClientId proposer() {
+    return proposer;
+  }
+
   @Override
   public CompletableFuture<Message> applyTransaction(TransactionContext trx) {
     LogEntryProto entry = trx.getLogEntry();
@@ -241,14 +303,27 @@ final class IdemStateMachine extends BaseStateMachine {
     RaftClientRequest request = trx.getClientRequest();
     boolean answering = request != null;
     LogEntry parsed = answering ? appending.get(request.getCallId()) : null;
+    String undecodable = null;
     if (parsed == null) {
       try {
         parsed =
             LogEntry.parseFrom(entry.getStateMachineLogEntry().getLogData().asReadOnlyByteBuffer());
       } catch (IOException e) {
-        // Only leaders write entries, from parsed messages; a corrupt one means a broken log.
-        throw new IllegalStateException("log entry " + entry.getIndex() + " does not parse", e);
+        undecodable = "it does not parse (" + e.getMessage() + ")";
       }
+    }
+    if (undecodable == null) {
+      undecodable = ReplicatedState.undecodable(parsed);
+    }
+    if (undecodable != null) {
+      // Every replica meets the same bytes and decides alike: the entry is a no-op everywhere.
+      metrics.entrySkipped();
+      LOG.error(
+          "log entry {} (term {}) is applied as a no-op: {}",
+          entry.getIndex(),
+          entry.getTerm(),
+          undecodable);
+      parsed = null;
     }
     EntryResult result;
     StateSnapshot.Frozen frozen;
@@ -256,7 +331,10 @@ final class IdemStateMachine extends BaseStateMachine {
     long applyStart = System.nanoTime();
     synchronized (lock) {
       long revision = state.configuration.revision();
-      result = state.apply(entry.getIndex(), entry.getTerm(), parsed, answering);
+      result =
+          parsed == null
+              ? state.skip(entry.getIndex(), entry.getTerm())
+              : state.apply(entry.getIndex(), entry.getTerm(), parsed, answering);
       updateLastAppliedTermIndex(entry.getTerm(), entry.getIndex());
       if (state.configuration.revision() != revision) {
         noteConfiguration();
@@ -270,7 +348,9 @@ final class IdemStateMachine extends BaseStateMachine {
       }
       frozenNanos = System.nanoTime() - start;
     }
-    metrics.applied(parsed, result, System.nanoTime() - applyStart - frozenNanos);
+    if (parsed != null) {
+      metrics.applied(parsed, result, System.nanoTime() - applyStart - frozenNanos);
+    }
     if (frozen != null) {
       TermIndex at = TermIndex.valueOf(entry.getTerm(), entry.getIndex());
       StateSnapshot.Frozen f = frozen;

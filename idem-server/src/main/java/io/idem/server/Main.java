@@ -86,6 +86,38 @@ public final class Main implements Callable<Integer> {
   boolean tlsRequireClientCert;
 
   @Option(
+      names = "--peer-tls-cert",
+      defaultValue = "${env:IDEM_PEER_TLS_CERT:-}",
+      description =
+          "PEM certificate chain this node presents to its peers on the Raft port, when peers have"
+              + " a CA of their own (with --peer-tls-key and --peer-tls-ca). Default: --tls-cert.")
+  String peerTlsCert;
+
+  @Option(
+      names = "--peer-tls-key",
+      defaultValue = "${env:IDEM_PEER_TLS_KEY:-}",
+      description = "PEM private key (PKCS#8, unencrypted) of --peer-tls-cert.")
+  String peerTlsKey;
+
+  @Option(
+      names = "--peer-tls-ca",
+      defaultValue = "${env:IDEM_PEER_TLS_CA:-}",
+      description =
+          "PEM CA certificates that sign the peers' certificates and no client's: the Raft port"
+              + " trusts only these. Default: --tls-ca, which then needs --peer-allow.")
+  String peerTlsCa;
+
+  @Option(
+      names = "--peer-allow",
+      split = ";",
+      defaultValue = "${env:IDEM_PEER_ALLOW:-}",
+      description =
+          "The members' certificate subjects (RFC 2253, e.g. CN=n1,O=Idem), separated by ';' or"
+              + " given once each: the Raft port refuses every other certificate. With TLS, needed"
+              + " unless --peer-tls-ca names a CA of the peers' own.")
+  List<String> peerAllow = new ArrayList<>();
+
+  @Option(
       names = "--raft-address",
       defaultValue = "${env:IDEM_RAFT_ADDRESS:-" + ServerConfig.DEFAULT_RAFT_ADDRESS + "}",
       description =
@@ -190,6 +222,8 @@ public final class Main implements Callable<Integer> {
         .clientListen(clientListen)
         .adminAddress(adminAddress)
         .tls(tlsFiles())
+        .peerTls(peerTlsFiles())
+        .peerSubjects(peerAllow.stream().map(String::trim).filter(a -> !a.isEmpty()).toList())
         .join(join)
         .build();
   }
@@ -212,6 +246,22 @@ public final class Main implements Callable<Integer> {
         java.nio.file.Path.of(tlsKey),
         java.nio.file.Path.of(tlsCa),
         tlsRequireClientCert);
+  }
+
+  private TlsFiles peerTlsFiles() {
+    boolean any = !peerTlsCert.isEmpty() || !peerTlsKey.isEmpty() || !peerTlsCa.isEmpty();
+    if (!any) {
+      return null;
+    }
+    if (peerTlsCert.isEmpty() || peerTlsKey.isEmpty() || peerTlsCa.isEmpty()) {
+      throw new IllegalArgumentException(
+          "peer TLS needs all three of --peer-tls-cert, --peer-tls-key and --peer-tls-ca");
+    }
+    return new TlsFiles(
+        java.nio.file.Path.of(peerTlsCert),
+        java.nio.file.Path.of(peerTlsKey),
+        java.nio.file.Path.of(peerTlsCa),
+        true);
   }
 
   @Override
@@ -263,6 +313,14 @@ public final class Main implements Callable<Integer> {
             + (config.adminAddress().isEmpty()
                 ? ""
                 : ", admin (metrics, status page) on port " + server.adminPort()));
+    if (config.tls() == null) {
+      System.out.println(
+          "idem-server "
+              + config.id()
+              + ": WARNING: plaintext. Any process that reaches the Raft port can act as a peer,"
+              + " and any that reaches the client port can read and write. Use it on loopback or a"
+              + " trusted network only; see docs/SECURITY.md.");
+    }
     stopped.await();
     return 0;
   }

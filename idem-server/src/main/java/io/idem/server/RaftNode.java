@@ -50,12 +50,14 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
 
   private final RaftServer server;
   private final RaftGroup group;
-  private final ClientId clientId = ClientId.randomId();
+  private final ClientId clientId;
   private final AtomicLong callId = new AtomicLong();
   private final IdemStateMachine stateMachine;
 
   RaftNode(ServerConfig config, IdemStateMachine stateMachine) throws IOException {
     this.stateMachine = stateMachine;
+    // The state machine admits proposals only under this id (IdemStateMachine.startTransaction).
+    this.clientId = stateMachine.proposer();
     List<RaftPeer> peers =
         config.peers().stream()
             .map(
@@ -82,10 +84,14 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
     server.start();
   }
 
-  /** Mutual TLS between peers when the node has TLS files; nothing otherwise. */
+  /**
+   * Mutual TLS between peers when the node has TLS files (the Raft port's own, else the node's),
+   * and on every node the {@link PeerGate}, which closes Ratis's client and admin services on the
+   * Raft port and, under TLS, admits the named peers only.
+   */
   private static Parameters parameters(ServerConfig c) {
     Parameters p = new Parameters();
-    TlsFiles tls = c.tls();
+    TlsFiles tls = c.raftTls();
     if (tls != null) {
       GrpcConfigKeys.TLS.setConf(
           p,
@@ -95,6 +101,7 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
               tls.trustedCertificates().toFile(),
               true));
     }
+    GrpcConfigKeys.Server.setServicesCustomizer(p, new PeerGate(c.peerSubjects()));
     return p;
   }
 

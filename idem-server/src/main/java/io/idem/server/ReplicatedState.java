@@ -57,6 +57,12 @@ final class ReplicatedState {
    * through) and adds a complete's {@code effect}, a write applied in the same step as the
    * completion, which a version 4 node would drop; inside a version 4 entry both are decided as
    * version 4 decides them.
+   *
+   * <p>Nodes of this code apply an entry of a version they do not know as a no-op ({@link
+   * #undecodable}): it never stops the applier, so no entry can poison the log. The leader checks
+   * every proposal's version before it appends ({@link IdemStateMachine#startTransaction}), so such
+   * an entry can only come from a leader of newer code; the next version must therefore be written
+   * only once every member applies it (a replicated format in force, raised by an operator).
    */
   static final int LOG_FORMAT_VERSION = 5;
 
@@ -129,28 +135,48 @@ final class ReplicatedState {
   }
 
   /**
+   * Why {@code entry} cannot be applied by this code, or null if it can: a format version outside
+   * {@link #OLDEST_LOG_FORMAT_VERSION} to {@link #LOG_FORMAT_VERSION}. Such an entry is applied as
+   * a no-op ({@link #skip}), never half-understood.
+   */
+  static String undecodable(LogEntry entry) {
+    int v = entry.getFormatVersion();
+    if (v < OLDEST_LOG_FORMAT_VERSION || v > LOG_FORMAT_VERSION) {
+      return "it has log format version "
+          + v
+          + "; this node applies versions "
+          + OLDEST_LOG_FORMAT_VERSION
+          + " to "
+          + LOG_FORMAT_VERSION;
+    }
+    return null;
+  }
+
+  /**
+   * Applies entry {@code index} of term {@code term} as a no-op: the log position advances, and
+   * nothing else changes (not even the clock: the entry's stamp cannot be trusted). The entry's
+   * commands get no outcomes.
+   */
+  EntryResult skip(long index, long term) {
+    appliedIndex = index;
+    appliedTerm = term;
+    return EntryResult.getDefaultInstance();
+  }
+
+  /**
    * Applies entry {@code index} of term {@code term} and returns one outcome per command.
    *
    * <p>With {@code answering} false (a follower, or an entry replayed from the log: nobody waits
    * for its outcomes) the state changes alike, saved responses included, but no outcomes are built
    * and the result is empty.
    *
-   * @throws IllegalStateException for an entry of an unknown format version: applying it wrongly
-   *     would make replicas diverge, so the node must stop instead
+   * @throws IllegalArgumentException for an entry this code cannot apply ({@link #undecodable}):
+   *     the caller applies it with {@link #skip} instead
    */
   EntryResult apply(long index, long term, LogEntry entry, boolean answering) {
-    if (entry.getFormatVersion() < OLDEST_LOG_FORMAT_VERSION
-        || entry.getFormatVersion() > LOG_FORMAT_VERSION) {
-      throw new IllegalStateException(
-          "log entry "
-              + index
-              + " has format version "
-              + entry.getFormatVersion()
-              + "; this node applies versions "
-              + OLDEST_LOG_FORMAT_VERSION
-              + " to "
-              + LOG_FORMAT_VERSION
-              + ". Upgrade the node.");
+    String undecodable = undecodable(entry);
+    if (undecodable != null) {
+      throw new IllegalArgumentException("log entry " + index + ": " + undecodable);
     }
     entryVersion = entry.getFormatVersion();
     clock = Math.max(clock, entry.getLeaderTimeMs());

@@ -29,6 +29,13 @@ import java.util.List;
  *     the peer list advertises (a proxy or a NAT in front of the node); empty: the advertised one
  * @param tls the node's TLS files, for clients and peers; null: plaintext (loopback or a trusted
  *     network only)
+ * @param peerTls the TLS files of the Raft port, when peers have a CA of their own: the node's
+ *     certificate and key that its peers trust, and the CA that signs only peer certificates; null:
+ *     {@code tls}. Needs {@code tls}.
+ * @param peerSubjects the certificate subjects (RFC 2253) of the cluster's members: the Raft port
+ *     refuses any other caller ({@link PeerGate}). With TLS, either this is not empty or {@code
+ *     peerTls} has a CA other than {@code tls}'s, so that a client certificate is never taken for a
+ *     peer's. Empty without TLS.
  * @param adminAddress host:port of the admin HTTP endpoint ({@code /metrics}, the status page);
  *     empty: none. Port 0 picks a free port ({@link IdemServer#adminPort}).
  * @param join the node joins an existing cluster as a new member: it starts with no members,
@@ -58,6 +65,8 @@ public record ServerConfig(
     long logSegmentBytes,
     String clientListen,
     TlsFiles tls,
+    TlsFiles peerTls,
+    List<String> peerSubjects,
     String adminAddress,
     boolean join,
     boolean unsafeLocalReads) {
@@ -147,10 +156,50 @@ public record ServerConfig(
     if (!clientListen.isEmpty()) {
       checkAddress("client listen address", clientListen);
     }
+    peerSubjects = peerSubjects == null ? List.of() : List.copyOf(peerSubjects);
+    checkPeerTls(tls, peerTls, peerSubjects);
     adminAddress = adminAddress == null ? "" : adminAddress;
     if (!adminAddress.isEmpty()) {
       checkAddress("admin address", adminAddress);
     }
+  }
+
+  /**
+   * Checks that the Raft port can tell peers from clients: without TLS it cannot (and takes no peer
+   * list); with TLS, peers have their own CA or are named.
+   */
+  private static void checkPeerTls(TlsFiles tls, TlsFiles peerTls, List<String> peerSubjects) {
+    if (tls == null) {
+      if (peerTls != null || !peerSubjects.isEmpty()) {
+        throw new IllegalArgumentException(
+            "peer TLS files and peer certificate subjects need the node's TLS files too");
+      }
+      return;
+    }
+    peerSubjects.forEach(PeerGate::subject);
+    TlsFiles peers = peerTls == null ? tls : peerTls;
+    if (peerSubjects.isEmpty()
+        && sameFile(peers.trustedCertificates(), tls.trustedCertificates())) {
+      throw new IllegalArgumentException(
+          "with TLS the Raft port must tell the cluster's members from clients, whose"
+              + " certificates the same CA signs: name the members' certificate subjects"
+              + " (--peer-allow) or give peers a CA of their own (--peer-tls-ca with"
+              + " --peer-tls-cert and --peer-tls-key)");
+    }
+  }
+
+  /** Whether two files hold the same bytes. */
+  private static boolean sameFile(Path a, Path b) {
+    try {
+      return java.nio.file.Files.mismatch(a, b) == -1;
+    } catch (java.io.IOException e) {
+      throw new IllegalArgumentException("cannot compare " + a + " with " + b + ": " + e, e);
+    }
+  }
+
+  /** The TLS files of the Raft port: {@link #peerTls}, else {@link #tls} (null: plaintext). */
+  public TlsFiles raftTls() {
+    return peerTls == null ? tls : peerTls;
   }
 
   /** The address the client endpoint binds: {@link #clientListen}, else the advertised one. */
@@ -211,6 +260,8 @@ public record ServerConfig(
     private String clientListen = "";
     private String adminAddress = "";
     private TlsFiles tls;
+    private TlsFiles peerTls;
+    private List<String> peerSubjects = List.of();
     private boolean join;
     private boolean unsafeLocalReads;
 
@@ -303,6 +354,18 @@ public record ServerConfig(
       return this;
     }
 
+    /** The Raft port's own TLS files, with a CA that signs only peers (see {@link #peerTls}). */
+    public Builder peerTls(TlsFiles peerTls) {
+      this.peerTls = peerTls;
+      return this;
+    }
+
+    /** The members' certificate subjects (see {@link ServerConfig#peerSubjects}). */
+    public Builder peerSubjects(List<String> subjects) {
+      this.peerSubjects = List.copyOf(subjects);
+      return this;
+    }
+
     public Builder adminAddress(String hostPort) {
       this.adminAddress = hostPort;
       return this;
@@ -338,6 +401,8 @@ public record ServerConfig(
           logSegmentBytes,
           clientListen,
           tls,
+          peerTls,
+          peerSubjects,
           adminAddress,
           join,
           unsafeLocalReads);

@@ -37,6 +37,8 @@ final class ServerMetrics {
   private final Timer snapshotWrite;
   private final DistributionSummary snapshotBytes;
   private final Counter requestBatches;
+  private final Counter entriesSkipped;
+  private final Counter proposalsRefused;
   private final Counter batchedRequests;
 
   ServerMetrics(String nodeId) {
@@ -97,6 +99,33 @@ final class ServerMetrics {
         Counter.builder("idem.requests.batched")
             .description("Requests that came in request batches")
             .register(registry);
+    entriesSkipped =
+        Counter.builder("idem.entries.skipped")
+            .description(
+                "Log entries this node applied as no-ops because it cannot decode them (bytes that"
+                    + " do not parse, or an unknown log format version)")
+            .register(registry);
+    proposalsRefused =
+        Counter.builder("idem.proposals.refused")
+            .description(
+                "Proposals this node refused to append as leader: not from its own front door, or"
+                    + " stamped too far ahead of its clock")
+            .register(registry);
+  }
+
+  /** A log entry was applied as a no-op: it could not be decoded. */
+  void entrySkipped() {
+    entriesSkipped.increment();
+  }
+
+  /** A proposal was refused before it reached the log. */
+  void proposalRefused() {
+    proposalsRefused.increment();
+  }
+
+  /** Log entries applied as no-ops since this node started. */
+  long entriesSkipped() {
+    return (long) entriesSkipped.count();
   }
 
   /** A request batch brought {@code requests} requests. */

@@ -240,17 +240,18 @@ class BatcherTest {
   }
 
   @Test
-  void stampsComeFromTheClockButNeverGoBackwards() throws Exception {
+  void stampsAreTheWallClockAsItIsEvenWhenItStepsBack() throws Exception {
     Batcher b = batcher(4096, 1 << 20, 1000, 60_000);
     b.submit(cmd(1));
     HandLog.Appended e1 = log.next();
     assertThat(e1.entry().getLeaderTimeMs()).isEqualTo(1_000);
     assertThat(e1.entry().getFormatVersion()).isEqualTo(ReplicatedState.LOG_FORMAT_VERSION);
-    clock.set(900); // the wall clock stepped back
+    clock.set(900); // the wall clock stepped back: replicas keep log time at 1,000 (they take the
+    // highest stamp), and a stamp carried ahead of the clock would be refused as a proposal
     b.submit(cmd(2));
     e1.answer();
     HandLog.Appended e2 = log.next();
-    assertThat(e2.entry().getLeaderTimeMs()).isEqualTo(1_000);
+    assertThat(e2.entry().getLeaderTimeMs()).isEqualTo(900);
     clock.set(1_500);
     b.submit(cmd(3));
     e2.answer();

@@ -536,12 +536,13 @@ class KeyStateTest {
   }
 
   @Test
-  void thisNodeWritesVersionFiveAndStopsAtANewerVersion() {
+  void thisNodeWritesVersionFiveAndDoesNotApplyANewerVersion() {
     assertThat(ReplicatedState.LOG_FORMAT_VERSION).isEqualTo(5);
     LogEntry future =
         LogEntry.newBuilder().setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION + 1).build();
+    assertThat(ReplicatedState.undecodable(future)).contains("applies versions 1 to 5");
     assertThatThrownBy(() -> state.apply(1, 1, future, false))
-        .isInstanceOf(IllegalStateException.class)
+        .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("applies versions 1 to 5");
   }
 

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import com.google.protobuf.ByteString;
 import io.idem.core.SessionTableConfig;
 import io.idem.proto.Append;
+import io.idem.proto.CloseCmd;
 import io.idem.proto.Code;
 import io.idem.proto.Command;
 import io.idem.proto.CompareAndSet;
@@ -260,11 +261,37 @@ class ReplicatedStateTest {
   }
 
   @Test
-  void unknownLogFormatStopsTheNode() {
-    LogEntry future = LogEntry.newBuilder().setFormatVersion(99).build();
-    assertThatThrownBy(() -> state.apply(1, 1, future, true))
-        .isInstanceOf(IllegalStateException.class)
+  void anEntryOfAnUnknownLogFormatIsANoOpThatOnlyMovesThePosition() {
+    RegisterReply a = register("a");
+    send(a, 1, incr("n"));
+    long clock = state.clock();
+    LogEntry future =
+        LogEntry.newBuilder()
+            .setFormatVersion(99)
+            .setLeaderTimeMs(clock + 10L * 365 * 24 * 3600 * 1000)
+            .addCommands(
+                Command.newBuilder()
+                    .setClose(
+                        CloseCmd.newBuilder().setClientId(a.getClientId()).setEpoch(a.getEpoch())))
+            .build();
+    assertThat(ReplicatedState.undecodable(future)).contains("log format version 99");
+    assertThatThrownBy(() -> state.apply(index + 1, 1, future, true))
+        .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("format version 99");
+    // A replica that never saw the entry, at the same position: the same state.
+    ReplicatedState twin = new ReplicatedState();
+    long at = 0;
+    for (LogEntry e : applied) {
+      twin.apply(++at, 1, e, false);
+    }
+    assertThat(state.skip(++index, 1).getResultsCount()).isZero();
+    twin.skip(index, 1);
+    assertThat(state.appliedIndex()).isEqualTo(index);
+    assertThat(state.clock()).as("the entry's stamp is not taken").isEqualTo(clock);
+    assertThat(StateSnapshot.digest(state)).isEqualTo(StateSnapshot.digest(twin));
+    assertThat(send(a, 2, incr("n")).getResult().getCode())
+        .as("the session the entry would have closed is open")
+        .isEqualTo(Code.OK);
   }
 
   @Test

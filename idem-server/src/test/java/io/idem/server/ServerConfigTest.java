@@ -3,11 +3,14 @@ package io.idem.server;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.apache.ratis.conf.RaftProperties;
 import org.apache.ratis.server.RaftServerConfigKeys;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 import picocli.CommandLine;
 
 class ServerConfigTest {
@@ -56,5 +59,75 @@ class ServerConfigTest {
     assertThat(c.clientListenAddress()).isEqualTo("127.0.0.1:9001");
     assertThat(c.logSegmentBytes()).isEqualTo(65536);
     assertThat(c.peers()).hasSize(2);
+  }
+
+  @Test
+  void underTlsTheRaftPortMustTellPeersFromClients(@TempDir Path dir) throws Exception {
+    Path cert = Files.writeString(dir.resolve("node.pem"), "cert");
+    Path key = Files.writeString(dir.resolve("node.key"), "key");
+    Path ca = Files.writeString(dir.resolve("ca.pem"), "client and peer CA");
+    Path caCopy = Files.writeString(dir.resolve("ca-copy.pem"), "client and peer CA");
+    Path peerCa = Files.writeString(dir.resolve("peer-ca.pem"), "peer CA");
+    TlsFiles tls = new TlsFiles(cert, key, ca, true);
+    assertThatThrownBy(() -> ServerConfig.builder().tls(tls).build())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("must tell the cluster's members from clients");
+    assertThatThrownBy(
+            () ->
+                ServerConfig.builder()
+                    .tls(tls)
+                    .peerTls(new TlsFiles(cert, key, caCopy, true))
+                    .build())
+        .as("the same CA in another file")
+        .hasMessageContaining("must tell the cluster's members from clients");
+    assertThat(
+            ServerConfig.builder()
+                .tls(tls)
+                .peerTls(new TlsFiles(cert, key, peerCa, true))
+                .build()
+                .raftTls()
+                .trustedCertificates())
+        .isEqualTo(peerCa);
+    assertThat(
+            ServerConfig.builder()
+                .tls(tls)
+                .peerSubjects(List.of("CN=n1, O=Idem"))
+                .build()
+                .raftTls())
+        .isEqualTo(tls);
+    assertThatThrownBy(() -> ServerConfig.builder().tls(tls).peerSubjects(List.of("n1")).build())
+        .hasMessageContaining("peer certificate subject \"n1\" is not an X.500 name");
+    assertThatThrownBy(() -> ServerConfig.builder().peerSubjects(List.of("CN=n1")).build())
+        .hasMessageContaining("need the node's TLS files too");
+  }
+
+  @Test
+  void peerFlagsReachTheConfiguration(@TempDir Path dir) throws Exception {
+    for (String f : List.of("node.pem", "node.key", "ca.pem")) {
+      Files.writeString(dir.resolve(f), f);
+    }
+    Main main = new Main();
+    new CommandLine(main)
+        .parseArgs(
+            "--tls-cert=" + dir.resolve("node.pem"),
+            "--tls-key=" + dir.resolve("node.key"),
+            "--tls-ca=" + dir.resolve("ca.pem"),
+            "--peer-allow=CN=n1,O=Idem;CN=n2,O=Idem",
+            "--peer-allow=CN=n3,O=Idem");
+    assertThat(main.config().peerSubjects())
+        .containsExactly("CN=n1,O=Idem", "CN=n2,O=Idem", "CN=n3,O=Idem");
+  }
+
+  @Test
+  void theRaftPortServesRaftOnlyAndUnderAnAllowlistOnlyTheNamedPeers() {
+    PeerGate open = new PeerGate(List.of());
+    assertThat(open.refusal(PeerGate.RAFT_SERVICE, null)).isNull();
+    assertThat(open.refusal("ratis.grpc.RaftClientProtocolService", null))
+        .contains("serves the cluster's members only");
+    assertThat(open.refusal("ratis.grpc.AdminProtocolService", null))
+        .contains("serves the cluster's members only");
+    PeerGate named = new PeerGate(List.of("CN=node"));
+    assertThat(named.refusal(PeerGate.RAFT_SERVICE, null))
+        .isEqualTo("the Raft port needs a peer certificate");
   }
 }

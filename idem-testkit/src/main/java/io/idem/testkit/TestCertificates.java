@@ -10,13 +10,20 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * A throw-away PKI for TLS tests, made with the {@code openssl} command in a directory of the
- * test's own (nothing is committed). Two CAs ({@code ca}, {@code other-ca}); signed by {@code ca}:
- * {@code node} (valid for 127.0.0.1 and localhost), {@code client} and {@code tenant-b} (client
- * certificates with subjects {@code CN=client} and {@code CN=tenant-b}); signed by {@code
- * other-ca}: {@code stranger}. Each name {@code x} has {@code x.pem} (certificate) and {@code
+ * test's own (nothing is committed). Three CAs ({@code ca}, {@code other-ca}, {@code peer-ca});
+ * signed by {@code ca}: {@code node} (valid for 127.0.0.1 and localhost), {@code client} and {@code
+ * tenant-b} (client certificates with subjects {@code CN=client} and {@code CN=tenant-b}); signed
+ * by {@code other-ca}: {@code stranger}; signed by {@code peer-ca}, the CA of the Raft port only:
+ * {@code peer} ({@code CN=peer}). Each name {@code x} has {@code x.pem} (certificate) and {@code
  * x.key} (PKCS#8 key).
+ *
+ * <p>A node whose client port and Raft port share {@code ca} must name its peers' subjects ({@link
+ * #NODE_SUBJECT}); one whose Raft port uses {@code peer} and {@code peer-ca} need not.
  */
 public final class TestCertificates {
+  /** The subject of the {@code node} certificate, which every test node presents to its peers. */
+  public static final String NODE_SUBJECT = "CN=node";
+
   private final Path dir;
 
   private TestCertificates(Path dir) {
@@ -30,7 +37,7 @@ public final class TestCertificates {
    */
   public static TestCertificates create(Path dir) throws IOException, InterruptedException {
     TestCertificates c = new TestCertificates(dir);
-    for (String ca : List.of("ca", "other-ca")) {
+    for (String ca : List.of("ca", "other-ca", "peer-ca")) {
       c.openssl(
           "req",
           "-x509",
@@ -51,6 +58,7 @@ public final class TestCertificates {
       c.sign(who, "ca");
     }
     c.sign("stranger", "other-ca");
+    c.sign("peer", "peer-ca");
     return c;
   }
 

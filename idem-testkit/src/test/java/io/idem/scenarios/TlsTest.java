@@ -78,7 +78,11 @@ class TlsTest {
 
   @Test
   void peersAndClientsTalkOverTlsAndStrangersAreRefused() throws Exception {
-    try (LocalCluster cluster = LocalCluster.start(3, dir, b -> b.tls(nodeTls(false)))) {
+    try (LocalCluster cluster =
+        LocalCluster.start(
+            3,
+            dir,
+            b -> b.tls(nodeTls(false)).peerSubjects(List.of(TestCertificates.NODE_SUBJECT)))) {
       // A leader means the peers reached each other; their Raft port speaks TLS, CA-signed.
       cluster.waitForLeader(Duration.ofSeconds(60));
       String raft = cluster.node(0).config().self().raftAddress();
@@ -116,7 +120,11 @@ class TlsTest {
 
   @Test
   void aNodeThatRequiresClientCertificatesAcceptsOnlyTheCasOwn() {
-    try (LocalCluster cluster = LocalCluster.start(1, dir, b -> b.tls(nodeTls(true)))) {
+    try (LocalCluster cluster =
+        LocalCluster.start(
+            1,
+            dir,
+            b -> b.tls(nodeTls(true)).peerSubjects(List.of(TestCertificates.NODE_SUBJECT)))) {
       cluster.waitForLeader(Duration.ofSeconds(60));
       Path ca = certs.resolve("ca.pem");
       try (IdemClient withCert =
@@ -140,7 +148,11 @@ class TlsTest {
 
   @Test
   void aSessionBelongsToTheCertificateThatOpenedIt() {
-    try (LocalCluster cluster = LocalCluster.start(1, dir, b -> b.tls(nodeTls(true)))) {
+    try (LocalCluster cluster =
+        LocalCluster.start(
+            1,
+            dir,
+            b -> b.tls(nodeTls(true)).peerSubjects(List.of(TestCertificates.NODE_SUBJECT)))) {
       cluster.waitForLeader(Duration.ofSeconds(60));
       String address = cluster.clientAddresses().get(0);
       Path ca = certs.resolve("ca.pem");
