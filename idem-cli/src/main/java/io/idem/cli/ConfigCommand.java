@@ -1,23 +1,17 @@
 package io.idem.cli;
 
-import io.grpc.ManagedChannel;
-import io.grpc.StatusRuntimeException;
-import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.idem.client.ClusterConfig;
 import io.idem.client.ClusterStatus;
 import io.idem.client.IdemClient;
 import io.idem.proto.Code;
 import io.idem.proto.ConfigureReply;
 import io.idem.proto.ConfigureRequest;
-import io.idem.proto.IdemGrpc;
 import io.idem.proto.Limits;
 import io.idem.proto.SessionBounds;
 import java.io.PrintWriter;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
-import java.util.concurrent.TimeUnit;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
@@ -108,15 +102,6 @@ final class ConfigCommand {
               + " prints the configuration in force after it. Settings not given keep their value."
               + " The server refuses the whole change if any value is out of range.")
   static final class Set implements Callable<Integer> {
-    /** Leader hints followed in one invocation; more means the cluster is changing leaders. */
-    static final int MAX_REDIRECTS = 5;
-
-    /**
-     * The pause before the next server when one did not answer or knew no leader (an election may
-     * be under way).
-     */
-    static final Duration RETRY_PAUSE = Duration.ofMillis(200);
-
     @Mixin ClientOptions options;
     @Spec CommandSpec spec;
 
@@ -158,6 +143,14 @@ final class ConfigCommand {
         description = "Longest durable session name, in characters.")
     Integer maxSessionNameChars;
 
+    @Option(
+        names = "--log-format",
+        description =
+            "Raise the log format in force, the version leaders write, once every member runs"
+                + " code that applies it (idem status shows each node's max-log-format). Never"
+                + " lowered.")
+    Integer logFormat;
+
     @Override
     public Integer call() throws InterruptedException {
       PrintWriter err = spec.commandLine().getErr();
@@ -189,7 +182,13 @@ final class ConfigCommand {
     /** What is wrong with the options before anything is sent; null if nothing. */
     private String problem() {
       Integer[] numbers = {
-        maxKeyBytes, maxValueBytes, maxLeaseNameChars, window, maxSessions, maxSessionNameChars
+        maxKeyBytes,
+        maxValueBytes,
+        maxLeaseNameChars,
+        window,
+        maxSessions,
+        maxSessionNameChars,
+        logFormat
       };
       boolean any = maxLeaseTtl != null || maxSessionTtl != null;
       for (Integer n : numbers) {
@@ -203,7 +202,7 @@ final class ConfigCommand {
           ? null
           : "config set needs at least one of --max-key-bytes, --max-value-bytes,"
               + " --max-lease-name-chars, --max-lease-ttl, --window, --max-sessions,"
-              + " --max-session-ttl, --max-session-name-chars";
+              + " --max-session-ttl, --max-session-name-chars, --log-format";
     }
 
     private ConfigureRequest request() {
@@ -233,89 +232,27 @@ final class ConfigCommand {
       if (maxSessionNameChars != null) {
         s.setMaxNameChars(maxSessionNameChars);
       }
-      return ConfigureRequest.newBuilder().setLimits(l).setSessions(s).build();
+      return ConfigureRequest.newBuilder()
+          .setLimits(l)
+          .setSessions(s)
+          .setLogFormat(logFormat == null ? 0 : logFormat)
+          .build();
     }
 
     /**
-     * Sends the change to the listed servers in turn until one leads, within {@code --timeout}: a
-     * NOT_LEADER's hint is followed at once (at most {@link #MAX_REDIRECTS} times); without a hint,
-     * or when a server does not answer, the next one is tried after {@link #RETRY_PAUSE}. Trying
-     * again after a lost reply is safe: the change sets values, so applying it twice leaves the
-     * same configuration.
-     *
-     * @return the first reply that is not NOT_LEADER
-     * @throws IllegalStateException if no leader answered in time
+     * Sends the change to the leader ({@link LeaderCall}). Trying again after a lost reply is safe:
+     * the change sets values, so applying it twice leaves the same configuration.
      */
     private ConfigureReply send(ConfigureRequest request) throws InterruptedException {
-      List<String> servers = servers(options);
-      long deadline = System.nanoTime() + options.timeout.toNanos();
-      int next = 0;
-      int redirects = 0;
-      String hint = "";
-      String lastFailure = "no attempt";
-      for (long left = options.timeout.toNanos(); left > 0; left = deadline - System.nanoTime()) {
-        String address = hint.isEmpty() ? servers.get(next++ % servers.size()) : hint;
-        hint = "";
-        ConfigureReply reply = null;
-        ManagedChannel channel = open(address);
-        try {
-          reply =
-              IdemGrpc.newBlockingStub(channel)
-                  .withDeadlineAfter(left, TimeUnit.NANOSECONDS)
-                  .configure(request);
-        } catch (StatusRuntimeException e) {
-          lastFailure = address + ": " + Errors.oneLine(e);
-        } finally {
-          channel.shutdownNow();
-        }
-        if (reply != null && reply.getCode() != Code.NOT_LEADER) {
-          return reply;
-        }
-        if (reply != null) {
-          lastFailure = address + " is not the leader";
-          String h = reply.getLeaderHint();
-          if (!h.isEmpty() && !h.equals(address) && redirects < MAX_REDIRECTS) {
-            redirects++;
-            hint = h;
-            continue;
-          }
-        }
-        long pause = Math.min(RETRY_PAUSE.toNanos(), deadline - System.nanoTime());
-        if (pause > 0) {
-          TimeUnit.NANOSECONDS.sleep(pause);
-        }
-      }
-      throw new IllegalStateException(
-          "no leader took the change within " + options.timeout + " (" + lastFailure + ")");
-    }
-
-    private static ManagedChannel open(String address) {
-      int colon = address.lastIndexOf(':');
-      if (colon <= 0) {
-        throw new IllegalArgumentException("server must be host:port, got \"" + address + "\"");
-      }
-      int port;
-      try {
-        port = Integer.parseInt(address.substring(colon + 1));
-      } catch (NumberFormatException e) {
-        throw new IllegalArgumentException("server must be host:port, got \"" + address + "\"");
-      }
-      return NettyChannelBuilder.forAddress(address.substring(0, colon), port)
-          .usePlaintext()
-          .build();
+      return new LeaderCall<ConfigureReply>(
+              (stub, left) -> stub.configure(request),
+              ConfigureReply::getCode,
+              ConfigureReply::getLeaderHint)
+          .send(options);
     }
   }
 
   private static List<String> servers(ClientOptions options) {
-    List<String> out = new ArrayList<>();
-    for (String s : options.servers.split(",")) {
-      if (!s.isBlank()) {
-        out.add(s.trim());
-      }
-    }
-    if (out.isEmpty()) {
-      throw new IllegalArgumentException("--servers must name at least one host:port");
-    }
-    return out;
+    return LeaderCall.servers(options);
   }
 }

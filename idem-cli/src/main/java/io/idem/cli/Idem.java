@@ -20,6 +20,7 @@ import picocli.CommandLine.Command;
       KeyCommand.class,
       StatusCommand.class,
       ConfigCommand.class,
+      AuthCommand.class,
       MemberCommand.class,
       DemoCommand.class,
       BenchCommand.class,

@@ -37,7 +37,12 @@ class BenchTlsTest {
         new TlsFiles(certs.certificate("node"), certs.key("node"), certs.certificate("ca"), true);
     cluster =
         LocalCluster.start(
-            3, dataDir, b -> b.tls(nodeTls).peerSubjects(List.of(TestCertificates.NODE_SUBJECT)));
+            3,
+            dataDir,
+            b ->
+                b.tls(nodeTls)
+                    .peerSubjects(List.of(TestCertificates.NODE_SUBJECT))
+                    .authAdmin("CN=client"));
     cluster.waitForLeader(Duration.ofSeconds(60));
     servers = String.join(",", cluster.clientAddresses());
   }

@@ -638,6 +638,8 @@ public final class IdemClient implements AutoCloseable {
                 onWorkers(() -> result.complete(v));
               } else if (k == Code.INVALID_ARGUMENT) {
                 fail(new InvalidArgumentException(message.apply(r), 0, 0));
+              } else if (k == Code.PERMISSION_DENIED) {
+                fail(new PermissionDeniedException(message.apply(r), 0, 0));
               } else {
                 lastError = k + " " + message.apply(r);
                 session.redirect(leaderHint.apply(r));
@@ -1020,6 +1022,7 @@ public final class IdemClient implements AutoCloseable {
       case FENCED_WRITE -> new FencedWriteException(m, r.getToken(), id, seq);
       case CAS_MISMATCH -> new CasMismatchException(m, id, seq);
       case TOO_MANY_KEYS -> new TooManyKeysException(m, id, seq);
+      case PERMISSION_DENIED -> new PermissionDeniedException(m, id, seq);
       default -> new ProtocolException(r.getCode() + ": " + m, id, seq);
     };
   }

@@ -12,6 +12,7 @@ public abstract sealed class RejectedException extends IdemException
         FencedWriteException,
         CasMismatchException,
         TooManyKeysException,
+        PermissionDeniedException,
         ProtocolException {
   private static final long serialVersionUID = 1L;
 

@@ -16,6 +16,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.PriorityQueue;
+import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.LongConsumer;
 
@@ -55,7 +56,13 @@ public final class SessionTable {
   private SessionTableConfig config;
   private final SessionIndex sessions = new SessionIndex();
   private final ExpiryHeap expiry = new ExpiryHeap();
-  private final Map<String, Session> byName = new HashMap<>();
+
+  /**
+   * Named sessions: by name, then by principal ("" for none). Ordered by principal, so that the one
+   * namespace of {@link NameScope#GLOBAL} decides by a fixed session should several principals hold
+   * one name.
+   */
+  private final Map<String, TreeMap<String, Session>> byName = new HashMap<>();
 
   /**
    * Every session by id, readable from any thread: {@link #authenticate} reads it without the
@@ -138,6 +145,32 @@ public final class SessionTable {
       long nonce,
       String principal,
       long now) {
+    return register(
+        clientId, secretHi, secretLo, name, ttlMs, nonce, principal, now, NameScope.GLOBAL);
+  }
+
+  /** Whether session names are one namespace or one per principal. */
+  public enum NameScope {
+    /** One namespace: a name held by any principal is in use for every other. */
+    GLOBAL,
+    /** Each principal has its own names: two principals may each hold a session "orders". */
+    PER_PRINCIPAL
+  }
+
+  /**
+   * {@link #register(long, long, long, String, long, long, String, long)} with names in {@code
+   * scope}.
+   */
+  public Registration register(
+      long clientId,
+      long secretHi,
+      long secretLo,
+      String name,
+      long ttlMs,
+      long nonce,
+      String principal,
+      long now,
+      NameScope scope) {
     checkTime(now);
     String owner = principal == null || principal.isEmpty() ? null : principal;
     if (ttlMs < 1
@@ -150,7 +183,7 @@ public final class SessionTable {
     if (sessions.get(clientId) != null) {
       throw new IllegalArgumentException("client id " + clientId + " is already in use");
     }
-    Session holder = name == null ? null : byName.get(name);
+    Session holder = name == null ? null : named(name, owner, scope);
     if (holder != null) {
       if (holder.grantNonce == nonce && Objects.equals(holder.principal, owner)) {
         holder.touch(now);
@@ -188,13 +221,28 @@ public final class SessionTable {
    */
   public Registration resume(
       String name, long secretHi, long secretLo, long nonce, String principal, long now) {
+    return resume(name, secretHi, secretLo, nonce, principal, now, NameScope.GLOBAL);
+  }
+
+  /**
+   * {@link #resume(String, long, long, long, String, long)} with names in {@code scope}: with
+   * {@link NameScope#PER_PRINCIPAL} only the caller's own session of that name is found.
+   */
+  public Registration resume(
+      String name,
+      long secretHi,
+      long secretLo,
+      long nonce,
+      String principal,
+      long now,
+      NameScope scope) {
     checkTime(now);
     // A name held by a session stays resumable after the name limit was lowered (reconfigure).
     if (name == null || (!validName(name) && !byName.containsKey(name))) {
       return new Registration.Refused(RejectCode.INVALID_ARGUMENT);
     }
     expire(now);
-    Session s = byName.get(name);
+    Session s = named(name, principal == null || principal.isEmpty() ? null : principal, scope);
     if (s == null) {
       return new Registration.Refused(RejectCode.SESSION_EXPIRED);
     }
@@ -456,10 +504,27 @@ public final class SessionTable {
     return largest;
   }
 
-  /** The id of the session holding {@code name}, or -1. */
+  /** The id of the session holding {@code name} (the first by principal, if several), or -1. */
   public long clientIdOf(String name) {
-    Session s = byName.get(name);
+    Session s = named(name, null, NameScope.GLOBAL);
     return s == null ? -1 : s.clientId;
+  }
+
+  /** The id of the session {@code principal} (null: none) holds under {@code name}, or -1. */
+  public long clientIdOf(String name, String principal) {
+    Session s = named(name, principal, NameScope.PER_PRINCIPAL);
+    return s == null ? -1 : s.clientId;
+  }
+
+  /** The session named {@code name} that {@code owner} (null: none) finds in {@code scope}. */
+  private Session named(String name, String owner, NameScope scope) {
+    TreeMap<String, Session> holders = byName.get(name);
+    if (holders == null) {
+      return null;
+    }
+    return scope == NameScope.GLOBAL
+        ? holders.firstEntry().getValue()
+        : holders.get(owner == null ? "" : owner);
   }
 
   /** How many sessions the table holds. */
@@ -537,7 +602,9 @@ public final class SessionTable {
     credentials.put(s.clientId, s);
     expiry.add(s);
     if (s.name != null) {
-      byName.put(s.name, s);
+      byName
+          .computeIfAbsent(s.name, n -> new TreeMap<>())
+          .put(s.principal == null ? "" : s.principal, s);
     }
     savedResponses += s.savedResponses();
   }
@@ -553,7 +620,11 @@ public final class SessionTable {
     credentials.remove(s.clientId);
     expiry.remove(s);
     if (s.name != null) {
-      byName.remove(s.name);
+      TreeMap<String, Session> holders = byName.get(s.name);
+      holders.remove(s.principal == null ? "" : s.principal);
+      if (holders.isEmpty()) {
+        byName.remove(s.name);
+      }
     }
     savedResponses -= s.savedResponses();
   }

@@ -106,7 +106,7 @@ final class SnapshotCodec {
         throw new SnapshotFormatException(
             "session " + i + ": client ids not ascending (" + previousId + ", " + s.clientId + ")");
       }
-      if (s.name != null && table.clientIdOf(s.name) != -1) {
+      if (s.name != null && table.clientIdOf(s.name, s.principal) != -1) {
         throw new SnapshotFormatException("session " + i + ": duplicate name \"" + s.name + "\"");
       }
       previousId = s.clientId;

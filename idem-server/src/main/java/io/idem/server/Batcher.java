@@ -57,6 +57,7 @@ final class Batcher implements AutoCloseable {
   private final ReplicatedLog log;
   private final Settings settings;
   private final LongSupplier wallClock;
+  private final java.util.function.IntSupplier format;
   private final Supplier<Command> bootstrap;
   private final ReentrantLock lock = new ReentrantLock();
   private final Condition changed = lock.newCondition();
@@ -82,6 +83,21 @@ final class Batcher implements AutoCloseable {
       LongSupplier wallClock,
       Supplier<Command> bootstrap,
       String name) {
+    this(log, settings, wallClock, bootstrap, () -> ReplicatedState.LOG_FORMAT_VERSION, name);
+  }
+
+  /**
+   * @param format the log format to write each entry in: the format in force ({@link
+   *     IdemStateMachine#writeFormat})
+   */
+  Batcher(
+      ReplicatedLog log,
+      Settings settings,
+      LongSupplier wallClock,
+      Supplier<Command> bootstrap,
+      java.util.function.IntSupplier format,
+      String name) {
+    this.format = format;
     this.log = log;
     this.settings = settings;
     this.wallClock = wallClock;
@@ -235,9 +251,7 @@ final class Batcher implements AutoCloseable {
     long stamp = wallClock.getAsLong();
     lastAppendNanos = System.nanoTime();
     LogEntry.Builder entry =
-        LogEntry.newBuilder()
-            .setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION)
-            .setLeaderTimeMs(stamp);
+        LogEntry.newBuilder().setFormatVersion(format.getAsInt()).setLeaderTimeMs(stamp);
     for (Pending p : batch) {
       entry.addCommands(p.command());
     }

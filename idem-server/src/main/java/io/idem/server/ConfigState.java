@@ -13,6 +13,9 @@ import java.io.IOException;
  * the log index that set them. The session bounds, the configuration's other half, live in the
  * session table ({@link SessionState}), whose own snapshot carries them; a change applies to both.
  *
+ * <p>A configuration command also sets the log format in force ({@link FormatState}, which holds it
+ * in a section of its own).
+ *
  * <p>Snapshot section: {@code long revision} (0: none applied; the defaults decide), then, if above
  * 0, {@code int maxKeyBytes, int maxValueBytes, int maxNameChars, long maxLeaseTtlMs}. State
  * snapshots before version 3 have no such section: they are read as not configured.
@@ -25,6 +28,9 @@ final class ConfigState implements StateSection {
 
   /** The log index of the entry that set the configuration in force; 0: none yet (defaults). */
   private long revision;
+
+  /** The log format in force, which a configuration command sets. */
+  final FormatState format = new FormatState(this);
 
   /**
    * @param sessions the session domain, which holds the session bounds
@@ -53,6 +59,11 @@ final class ConfigState implements StateSection {
     return revision;
   }
 
+  /** The log format leaders write: 0 while not configured (the leader then writes its own). */
+  int logFormat() {
+    return format.logFormat();
+  }
+
   /**
    * Applies a configuration change, entry {@code index}'s. A bootstrap command applies only while
    * no configuration was applied (first wins: leaders racing at bootstrap agree, whatever their
@@ -62,22 +73,54 @@ final class ConfigState implements StateSection {
    */
   ConfigureReply configure(long index, ConfigureCmd cmd) {
     ConfigureReply.Builder reply = ConfigureReply.newBuilder().setCode(Code.OK);
-    if (!(cmd.getBootstrap() && configured())) {
-      try {
-        ReplicatedConfig next = current().with(cmd.getLimits(), cmd.getSessions());
-        limits = next.limits();
-        sessions.reconfigure(next.sessions());
-        revision = index;
-      } catch (IllegalArgumentException bad) {
-        reply.setCode(Code.INVALID_ARGUMENT).setMessage(bad.getMessage());
+    if (cmd.getBootstrap() && configured()) {
+      return describe(reply);
+    }
+    // What the log says, never this node's code: a first configuration sets the bootstrapping
+    // leader's format, or, from a leader that predates the format in force, the newest format
+    // written before it; a later change may raise it.
+    // (The upper bound is this code's version: the leader has checked that every member's code
+    // applies the requested one, so every member decides alike.)
+    int formatNext =
+        format.logFormat() != 0
+            ? format.logFormat()
+            : cmd.getBootstrap() && cmd.getLogFormat() != 0
+                ? cmd.getLogFormat()
+                : FormatState.BEFORE_THE_GATE;
+    if (!cmd.getBootstrap() && cmd.getLogFormat() != 0) {
+      if (cmd.getLogFormat() < formatNext
+          || cmd.getLogFormat() > ReplicatedState.LOG_FORMAT_VERSION) {
+        return describe(
+            reply
+                .setCode(Code.INVALID_ARGUMENT)
+                .setMessage(
+                    "log_format "
+                        + cmd.getLogFormat()
+                        + " out of ["
+                        + formatNext
+                        + ", "
+                        + ReplicatedState.LOG_FORMAT_VERSION
+                        + "]: the format in force is never lowered"));
       }
+      formatNext = cmd.getLogFormat();
+    }
+    try {
+      ReplicatedConfig next = current().with(cmd.getLimits(), cmd.getSessions());
+      limits = next.limits();
+      sessions.reconfigure(next.sessions());
+      revision = index;
+      format.set(formatNext);
+    } catch (IllegalArgumentException bad) {
+      reply.setCode(Code.INVALID_ARGUMENT).setMessage(bad.getMessage());
     }
     return describe(reply);
   }
 
-  /** The answer to a configure command that is not applied, for reason {@code why}. */
-  ConfigureReply refused(String why) {
-    return describe(ConfigureReply.newBuilder().setCode(Code.INVALID_ARGUMENT).setMessage(why));
+  /**
+   * The answer to a configure command that is not applied: {@code code}, for reason {@code why}.
+   */
+  ConfigureReply refused(Code code, String why) {
+    return describe(ConfigureReply.newBuilder().setCode(code).setMessage(why));
   }
 
   private ConfigureReply describe(ConfigureReply.Builder reply) {
@@ -86,6 +129,7 @@ final class ConfigState implements StateSection {
         .setLimits(now.limitsProto())
         .setSessions(now.boundsProto())
         .setConfigRevision(revision)
+        .setLogFormat(format.logFormat())
         .build();
   }
 

@@ -4,6 +4,9 @@ import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
 import io.idem.core.SessionTable;
 import io.idem.core.SessionTableConfig;
+import io.idem.proto.AuthCmd;
+import io.idem.proto.AuthReply;
+import io.idem.proto.AuthRequest;
 import io.idem.proto.ChangeMembersReply;
 import io.idem.proto.ChangeMembersRequest;
 import io.idem.proto.ClientFrame;
@@ -158,8 +161,9 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       answer(reply, getFailure(new ReplicatedLog.NotLeaderException(log.leaderClientAddress())));
       return;
     }
+    String principal = principal();
     barrier()
-        .thenCompose(v -> log.read(req.getKey()))
+        .thenCompose(v -> log.read(req.getKey(), principal))
         .whenComplete((r, error) -> answer(reply, error == null ? r : getFailure(error)));
   }
 
@@ -169,8 +173,9 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       answer(reply, getKeyFailure(new ReplicatedLog.NotLeaderException(log.leaderClientAddress())));
       return;
     }
+    String principal = principal();
     barrier()
-        .thenCompose(v -> log.readKey(req))
+        .thenCompose(v -> log.readKey(req, principal))
         .whenComplete((r, error) -> answer(reply, error == null ? r : getKeyFailure(error)));
   }
 
@@ -216,13 +221,74 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
           reply, configureFailure(new ReplicatedLog.NotLeaderException(log.leaderClientAddress())));
       return;
     }
+    String principal = principal();
     ConfigureCmd cmd =
-        ConfigureCmd.newBuilder().setLimits(req.getLimits()).setSessions(req.getSessions()).build();
-    batcher
-        .submit(Command.newBuilder().setConfigure(cmd).build())
+        ConfigureCmd.newBuilder()
+            .setLimits(req.getLimits())
+            .setSessions(req.getSessions())
+            .setLogFormat(req.getLogFormat())
+            .setPrincipal(principal)
+            .build();
+    CompletableFuture<String> checked;
+    if (req.getLogFormat() == 0) {
+      checked = CompletableFuture.completedFuture(null);
+    } else {
+      // Only once every member's code applies the format may leaders write it: a member of older
+      // code would apply its entries as no-ops. An admin's request only: the check asks every
+      // member for its status.
+      String denied = stateMachine.adminDenial(principal, "change the configuration");
+      checked =
+          denied != null
+              ? CompletableFuture.completedFuture(null)
+              : membership.formatProblem(req.getLogFormat());
+    }
+    checked
+        .thenCompose(
+            problem ->
+                problem == null
+                    ? batcher.submit(Command.newBuilder().setConfigure(cmd).build())
+                    : CompletableFuture.completedFuture(
+                        CommandResult.newBuilder()
+                            .setConfigured(
+                                ConfigureReply.newBuilder()
+                                    .setCode(Code.INVALID_ARGUMENT)
+                                    .setMessage(problem))
+                            .build()))
         .whenComplete(
             (result, error) ->
                 answer(reply, error == null ? result.getConfigured() : configureFailure(error)));
+  }
+
+  /**
+   * Reads or changes access control. A change goes through the log, where the state machine checks
+   * that the caller is an admin; a read answers from this node's applied state.
+   */
+  @Override
+  public void auth(AuthRequest req, StreamObserver<AuthReply> reply) {
+    if (!log.isLeader()) {
+      answer(reply, authFailure(new ReplicatedLog.NotLeaderException(log.leaderClientAddress())));
+      return;
+    }
+    AuthCmd cmd = AuthCmd.newBuilder().setPrincipal(principal()).setRequest(req).build();
+    batcher
+        .submit(Command.newBuilder().setAuth(cmd).build())
+        .whenComplete(
+            (result, error) ->
+                answer(reply, error == null ? result.getAuth() : authFailure(error)));
+  }
+
+  private AuthReply authFailure(Throwable error) {
+    return AuthReply.newBuilder()
+        .setCode(failureCode(error))
+        .setMessage(failureMessage(error))
+        .setLeaderHint(log.leaderClientAddress())
+        .build();
+  }
+
+  /** The current call's principal: its client certificate's subject, or "" without one. */
+  private static String principal() {
+    String p = ClientPrincipal.current();
+    return p == null ? "" : p;
   }
 
   /**
@@ -238,6 +304,18 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
           ChangeMembersReply.newBuilder()
               .setCode(Code.NOT_LEADER)
               .setMessage("not the leader")
+              .setLeaderHint(log.leaderClientAddress())
+              .addAllMembers(membership.members())
+              .build());
+      return;
+    }
+    String denied = stateMachine.adminDenial(principal(), "change the cluster's members");
+    if (denied != null) {
+      answer(
+          reply,
+          ChangeMembersReply.newBuilder()
+              .setCode(Code.PERMISSION_DENIED)
+              .setMessage(denied)
               .setLeaderHint(log.leaderClientAddress())
               .addAllMembers(membership.members())
               .build());

@@ -55,7 +55,11 @@ public final class IdemServer implements AutoCloseable {
     NodeMarker.claim(config.dataDir(), config.id());
     this.metrics = new ServerMetrics(config.id());
     this.stateMachine =
-        new IdemStateMachine(ReplicatedConfig.of(config), config.snapshotEveryEntries(), metrics);
+        new IdemStateMachine(
+            ReplicatedConfig.of(config),
+            config.authAdmin(),
+            config.snapshotEveryEntries(),
+            metrics);
     this.raft = new RaftNode(config, stateMachine);
     this.batcher =
         new Batcher(
@@ -68,6 +72,7 @@ public final class IdemServer implements AutoCloseable {
                 config.tickIntervalMs()),
             System::currentTimeMillis,
             stateMachine::bootstrapCommand,
+            stateMachine::writeFormat,
             "idem-batcher-" + config.id());
     this.membership = new Membership(raft, a -> probe(a, config.tls()));
     FrontDoor door =
@@ -303,7 +308,8 @@ public final class IdemServer implements AutoCloseable {
             .setId(config.id())
             .setEntriesAppended(batcher.entriesAppended())
             .setCommandsAppended(batcher.commandsAppended())
-            .setEntriesSkipped(metrics.entriesSkipped());
+            .setEntriesSkipped(metrics.entriesSkipped())
+            .setMaxLogFormat(ReplicatedState.LOG_FORMAT_VERSION);
     stateMachine.inspect(
         s ->
             b.setAppliedIndex(s.appliedIndex())
@@ -315,7 +321,9 @@ public final class IdemServer implements AutoCloseable {
                 .setLogTimeMs(s.clock())
                 .setLimits(s.configuration.current().limitsProto())
                 .setSessions(s.configuration.current().boundsProto())
-                .setConfigRevision(s.configuration.revision()));
+                .setConfigRevision(s.configuration.revision())
+                .setLogFormat(s.configuration.logFormat())
+                .setAuthEnabled(s.auth.enabled()));
     IdemStateMachine.Digest digest = stateMachine.digestAtSnapshot();
     b.setDigest(digest.hex()).setDigestIndex(digest.index());
     b.setLogStartIndex(logStartIndex());

@@ -134,6 +134,12 @@ final class IdemStateMachine extends BaseStateMachine {
   /** Whether {@link #state} has a configuration applied; read without the lock by the batcher. */
   private volatile boolean configured;
 
+  /**
+   * The log format leaders write: the format in force, or this code's own while none is configured
+   * (the first entry then carries the bootstrap, which sets it). Read without the lock.
+   */
+  private volatile int writeFormat = ReplicatedState.LOG_FORMAT_VERSION;
+
   /** The configuration revision last reported, so that a difference is logged once per change. */
   private long reportedRevision = -1;
 
@@ -142,13 +148,21 @@ final class IdemStateMachine extends BaseStateMachine {
    *     leader that finds no configuration applied, and decide nothing themselves
    */
   IdemStateMachine(ReplicatedConfig local, long snapshotEvery, ServerMetrics metrics) {
+    this(local, "", snapshotEvery, metrics);
+  }
+
+  /**
+   * @param authAdmin the principal a bootstrap makes admin, turning auth on; empty: auth stays off
+   */
+  IdemStateMachine(
+      ReplicatedConfig local, String authAdmin, long snapshotEvery, ServerMetrics metrics) {
     this.metrics = metrics;
     if (snapshotEvery < 1) {
       throw new IllegalArgumentException("snapshotEvery must be positive, got " + snapshotEvery);
     }
     this.snapshotEvery = snapshotEvery;
     this.local = local;
-    this.bootstrap = Command.newBuilder().setConfigure(local.bootstrapCommand()).build();
+    this.bootstrap = Command.newBuilder().setConfigure(local.bootstrapCommand(authAdmin)).build();
   }
 
   /**
@@ -165,6 +179,8 @@ final class IdemStateMachine extends BaseStateMachine {
    */
   private void noteConfiguration() {
     configured = state.configuration.configured();
+    int inForce = state.configuration.logFormat();
+    writeFormat = inForce == 0 ? ReplicatedState.LOG_FORMAT_VERSION : inForce;
     if (state.configuration.revision() == reportedRevision) {
       return;
     }
@@ -276,8 +292,16 @@ final class IdemStateMachine extends BaseStateMachine {
     if (entry == null) {
       return "not an entry this node's batcher built";
     }
-    if (entry.getFormatVersion() != ReplicatedState.LOG_FORMAT_VERSION) {
-      return "log format version " + entry.getFormatVersion() + ", not this node's";
+    String undecodable = ReplicatedState.undecodable(entry);
+    if (undecodable != null) {
+      return undecodable;
+    }
+    if (entry.getFormatVersion() > writeFormat) {
+      return "log format version "
+          + entry.getFormatVersion()
+          + ", above the format in force ("
+          + writeFormat
+          + ")";
     }
     if (entry.getLeaderTimeMs() > nowMs + MAX_STAMP_AHEAD_MS) {
       return "stamped "
@@ -421,8 +445,8 @@ final class IdemStateMachine extends BaseStateMachine {
       synchronized (lock) {
         reply =
             switch (q.getQueryCase()) {
-              case GET -> state.get(q.getGet().getKey()).toByteArray();
-              case GET_KEY -> state.getKey(q.getGetKey()).toByteArray();
+              case GET -> state.get(q.getGet().getKey(), q.getPrincipal()).toByteArray();
+              case GET_KEY -> state.getKey(q.getGetKey(), q.getPrincipal()).toByteArray();
               case QUERY_NOT_SET -> throw new IOException("a read query without a query");
             };
       }
@@ -611,6 +635,21 @@ final class IdemStateMachine extends BaseStateMachine {
     return sessions.authenticate(clientId, secretHi, secretLo, principal)
         ? Authentication.OK
         : Authentication.WRONG_SECRET;
+  }
+
+  /** The log format this node writes as leader (see {@link #writeFormat}). Without the lock. */
+  int writeFormat() {
+    return writeFormat;
+  }
+
+  /**
+   * Why {@code principal} may not {@code what} (a change only the role admin may make), or null if
+   * it may: the front door's check of a change that does not go through the log (membership).
+   */
+  String adminDenial(String principal, String what) {
+    synchronized (lock) {
+      return state.auth.adminDenial(principal, what);
+    }
   }
 
   /** The digest at the last snapshot this node wrote (index 0 if none yet). */

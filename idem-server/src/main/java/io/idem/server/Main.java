@@ -118,6 +118,22 @@ public final class Main implements Callable<Integer> {
   List<String> peerAllow = new ArrayList<>();
 
   @Option(
+      names = "--auth-admin",
+      defaultValue = "${env:IDEM_AUTH_ADMIN:-}",
+      description =
+          "With TLS: the certificate subject (RFC 2253) of the first admin, whom a new cluster's"
+              + " bootstrap gives the role admin, turning access control on (docs/SECURITY.md)."
+              + " Matters at the first start only.")
+  String authAdmin;
+
+  @Option(
+      names = "--no-auth",
+      description =
+          "With TLS: bootstrap a new cluster without access control; every client whose"
+              + " certificate the CA signed may do anything, including reconfigure the cluster.")
+  boolean noAuth;
+
+  @Option(
       names = "--raft-address",
       defaultValue = "${env:IDEM_RAFT_ADDRESS:-" + ServerConfig.DEFAULT_RAFT_ADDRESS + "}",
       description =
@@ -224,6 +240,8 @@ public final class Main implements Callable<Integer> {
         .tls(tlsFiles())
         .peerTls(peerTlsFiles())
         .peerSubjects(peerAllow.stream().map(String::trim).filter(a -> !a.isEmpty()).toList())
+        .authAdmin(authAdmin)
+        .authOff(noAuth)
         .join(join)
         .build();
   }
@@ -317,9 +335,17 @@ public final class Main implements Callable<Integer> {
       System.out.println(
           "idem-server "
               + config.id()
-              + ": WARNING: plaintext. Any process that reaches the Raft port can act as a peer,"
-              + " and any that reaches the client port can read and write. Use it on loopback or a"
-              + " trusted network only; see docs/SECURITY.md.");
+              + ": WARNING: plaintext, without access control. Any process that reaches the"
+              + " Raft port can act as a peer, and any that reaches the client port may do"
+              + " anything, reconfigure the cluster included. Use it on loopback or a trusted"
+              + " network only; see docs/SECURITY.md.");
+    } else if (config.authOff()) {
+      System.out.println(
+          "idem-server "
+              + config.id()
+              + ": WARNING: --no-auth. A new cluster starts without access control: every client"
+              + " whose certificate the CA signed may do anything, reconfigure the cluster"
+              + " included.");
     }
     stopped.await();
     return 0;

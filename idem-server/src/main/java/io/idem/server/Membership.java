@@ -151,6 +151,47 @@ final class Membership {
   }
 
   /**
+   * Whether every member's code applies log format {@code version} ({@code
+   * StatusReply.max_log_format}): what is wrong, or null. Asks each member for its status, off the
+   * caller's thread.
+   */
+  CompletableFuture<String> formatProblem(int version) {
+    try {
+      return CompletableFuture.supplyAsync(
+          () -> {
+            for (Member m : members()) {
+              StatusReply s;
+              try {
+                s = probe.apply(m.getClientAddress());
+              } catch (RuntimeException e) {
+                return "member "
+                    + m.getId()
+                    + " does not answer at "
+                    + m.getClientAddress()
+                    + " ("
+                    + e.getMessage()
+                    + "): every member must run code that applies log format "
+                    + version;
+              }
+              if (s.getMaxLogFormat() < version) {
+                return "member "
+                    + m.getId()
+                    + " applies log formats up to "
+                    + s.getMaxLogFormat()
+                    + ", not "
+                    + version
+                    + ": upgrade it first";
+              }
+            }
+            return null;
+          },
+          worker);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      return CompletableFuture.completedFuture("this node is stopping");
+    }
+  }
+
+  /**
    * Asks a member to be added for its Status: it must answer at its client address, under its id,
    * and belong to no cluster yet ({@code idem server --join}). Ratis would otherwise stage a peer
    * that never answers, and (seen with Ratis 3.3 on a leader whose followers keep it busy) keep the

@@ -183,15 +183,20 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
   }
 
   @Override
-  public CompletableFuture<GetReply> read(String key) {
+  public CompletableFuture<GetReply> read(String key, String principal) {
     return query(
-        ReadQuery.newBuilder().setGet(GetRequest.newBuilder().setKey(key)).build(),
+        ReadQuery.newBuilder()
+            .setGet(GetRequest.newBuilder().setKey(key))
+            .setPrincipal(principal)
+            .build(),
         GetReply::parseFrom);
   }
 
   @Override
-  public CompletableFuture<GetKeyReply> readKey(GetKeyRequest req) {
-    return query(ReadQuery.newBuilder().setGetKey(req).build(), GetKeyReply::parseFrom);
+  public CompletableFuture<GetKeyReply> readKey(GetKeyRequest req, String principal) {
+    return query(
+        ReadQuery.newBuilder().setGetKey(req).setPrincipal(principal).build(),
+        GetKeyReply::parseFrom);
   }
 
   /** A linearizable read-only query (ReadIndex), its reply parsed by {@code parser}. */

@@ -25,12 +25,18 @@ record ReplicatedConfig(Limits limits, SessionTableConfig sessions) {
     return new ReplicatedConfig(local.limits(), local.sessions());
   }
 
-  /** A bootstrap command that sets every field to this configuration's value. */
-  ConfigureCmd bootstrapCommand() {
+  /**
+   * A bootstrap command that sets every field to this configuration's value, the log format in
+   * force to this code's, and, if {@code authAdmin} is not empty, turns auth on with that principal
+   * as admin.
+   */
+  ConfigureCmd bootstrapCommand(String authAdmin) {
     return ConfigureCmd.newBuilder()
         .setBootstrap(true)
         .setLimits(limitsProto())
         .setSessions(boundsProto())
+        .setLogFormat(ReplicatedState.LOG_FORMAT_VERSION)
+        .setAuthAdmin(authAdmin)
         .build();
   }
 

@@ -16,11 +16,17 @@ interface ReplicatedLog {
    */
   CompletableFuture<EntryResult> append(LogEntry entry);
 
-  /** A linearizable read of {@code key} (Raft ReadIndex), or {@link NotLeaderException}. */
-  CompletableFuture<GetReply> read(String key);
+  /**
+   * A linearizable read of {@code key} (Raft ReadIndex) for {@code principal} (its grants decide
+   * while auth is on), or {@link NotLeaderException}.
+   */
+  CompletableFuture<GetReply> read(String key, String principal);
 
-  /** A linearizable read of an idempotency key's record, or {@link NotLeaderException}. */
-  CompletableFuture<GetKeyReply> readKey(GetKeyRequest request);
+  /**
+   * A linearizable read of an idempotency key's record for {@code principal}, or {@link
+   * NotLeaderException}.
+   */
+  CompletableFuture<GetKeyReply> readKey(GetKeyRequest request, String principal);
 
   /** Whether this node currently leads (a hint: leadership may change at any moment). */
   boolean isLeader();

@@ -62,9 +62,18 @@ final class ReplicatedState {
    * #undecodable}): it never stops the applier, so no entry can poison the log. The leader checks
    * every proposal's version before it appends ({@link IdemStateMachine#startTransaction}), so such
    * an entry can only come from a leader of newer code; the next version must therefore be written
-   * only once every member applies it (a replicated format in force, raised by an operator).
+   * only once every member applies it: {@link ConfigState#logFormat}, the format in force, which an
+   * operator raises once every member runs the new code, is the version leaders write.
+   *
+   * <p>Version 6 adds access control: {@code AuthCmd}, the principal of a {@code ConfigureCmd}
+   * (only an admin may change the configuration while auth is on), the permission checks of every
+   * session operation by its session's principal ({@link AuthState}), and session names per
+   * principal. Inside an entry of version 5 or older none of them applies.
    */
-  static final int LOG_FORMAT_VERSION = 5;
+  static final int LOG_FORMAT_VERSION = 6;
+
+  /** The first log-entry format with access control and session names per principal. */
+  static final int AUTH_SINCE_VERSION = 6;
 
   /** The first log-entry format in which leases have holders ({@link LeaseState.Rules#HELD}). */
   static final int LEASE_HOLDERS_SINCE_VERSION = 2;
@@ -93,6 +102,7 @@ final class ReplicatedState {
   final LeaseState leases = new LeaseState(configuration);
   final KvState kv = new KvState(configuration, leases);
   final KeyState keys = new KeyState();
+  final AuthState auth = new AuthState();
 
   /**
    * The snapshot's sections, in the order they are written and read (see {@link StateSnapshot}):
@@ -105,7 +115,9 @@ final class ReplicatedState {
           new StateSnapshot.Section(3, 1, leases),
           new StateSnapshot.Section(4, 1, kv),
           new StateSnapshot.Section(5, 1, sessions),
-          new StateSnapshot.Section(6, 5, keys));
+          new StateSnapshot.Section(6, 5, keys),
+          new StateSnapshot.Section(7, 7, configuration.format),
+          new StateSnapshot.Section(8, 7, auth));
 
   private long clock;
   private long lastTerm;
@@ -206,14 +218,26 @@ final class ReplicatedState {
   private CommandResult applyCommand(long index, int position, Command c, boolean answering) {
     switch (c.getCmdCase()) {
       case REGISTER:
-        return CommandResult.newBuilder()
-            .setRegistration(
-                sessions.register(
-                    index * MAX_COMMANDS_PER_ENTRY + position,
-                    c.getRegister(),
-                    clock,
-                    configuration.current().limitsProto()))
-            .build();
+        {
+          String principal = c.getRegister().getPrincipal();
+          if (entryVersion >= AUTH_SINCE_VERSION && !auth.mayConnect(principal)) {
+            return CommandResult.newBuilder()
+                .setRegistration(
+                    RegisterReply.newBuilder()
+                        .setCode(Code.PERMISSION_DENIED)
+                        .setMessage(auth.connectDenial(principal)))
+                .build();
+          }
+          return CommandResult.newBuilder()
+              .setRegistration(
+                  sessions.register(
+                      index * MAX_COMMANDS_PER_ENTRY + position,
+                      c.getRegister(),
+                      clock,
+                      configuration.current().limitsProto(),
+                      entryVersion >= AUTH_SINCE_VERSION))
+              .build();
+        }
       case SESSION:
         {
           ServerFrame f = session(index, position, c.getSession(), answering);
@@ -228,19 +252,54 @@ final class ReplicatedState {
           // Version 2 nodes skipped it as unknown; so does every node replaying such an entry.
           return rejectedCommand(c, "unknown command");
         }
+        return CommandResult.newBuilder().setConfigured(configure(index, c.getConfigure())).build();
+      case AUTH:
+        if (entryVersion < AUTH_SINCE_VERSION) {
+          return rejectedCommand(c, "unknown command");
+        }
         return CommandResult.newBuilder()
-            .setConfigured(configuration.configure(index, c.getConfigure()))
+            .setAuth(auth.apply(c.getAuth().getPrincipal(), c.getAuth().getRequest()))
             .build();
       default:
         return rejectedCommand(c, "unknown command");
     }
   }
 
+  /**
+   * A configuration change: since format 6 only an admin's while auth is on; a bootstrap that takes
+   * effect also turns auth on with its admin, if it names one.
+   */
+  private io.idem.proto.ConfigureReply configure(long index, io.idem.proto.ConfigureCmd cmd) {
+    if (entryVersion >= AUTH_SINCE_VERSION && !cmd.getBootstrap()) {
+      String denied = auth.adminDenial(cmd.getPrincipal(), "change the configuration");
+      if (denied != null) {
+        return configuration.refused(Code.PERMISSION_DENIED, denied);
+      }
+    }
+    boolean wasConfigured = configuration.configured();
+    io.idem.proto.ConfigureReply reply = configuration.configure(index, cmd);
+    if (cmd.getBootstrap() && !wasConfigured && configuration.configured()) {
+      auth.bootstrap(cmd.getAuthAdmin());
+    }
+    return reply;
+  }
+
   /** Admits an operation, executes it if new and records its answer, or answers from the table. */
   private ServerFrame session(long index, int position, SessionCmd cmd, boolean answering) {
     Admission a = sessions.admit(cmd, clock);
     if (a == Admission.NEW) {
-      Result result = execute(index, position, cmd.getClientId(), cmd.getOp());
+      String denied =
+          entryVersion >= AUTH_SINCE_VERSION
+              ? auth.denial(sessions.principalOf(cmd.getClientId()), cmd.getOp())
+              : null;
+      Result result =
+          denied == null
+              ? execute(index, position, cmd.getClientId(), cmd.getOp())
+              : Result.newBuilder()
+                  .setCode(Code.PERMISSION_DENIED)
+                  .setMessage(denied)
+                  .setRevision(index)
+                  .build();
       sessions.record(cmd, clock, result);
       return answering
           ? ServerFrame.newBuilder().setSeq(cmd.getSeq()).setResult(result).build()
@@ -408,13 +467,35 @@ final class ReplicatedState {
     }
   }
 
-  /** A linearizable read's answer, given that the read index has been applied. */
+  /** {@link #get(String, String)} by a caller without a principal. */
   GetReply get(String key) {
+    return get(key, "");
+  }
+
+  /** {@link #getKey(GetKeyRequest, String)} by a caller without a principal. */
+  GetKeyReply getKey(GetKeyRequest req) {
+    return getKey(req, "");
+  }
+
+  /**
+   * A linearizable read's answer for {@code principal}, given that the read index has been applied.
+   */
+  GetReply get(String key, String principal) {
+    String denied = auth.denial(principal, io.idem.proto.Permission.Kind.KV_READ, key);
+    if (denied != null) {
+      return GetReply.newBuilder().setCode(Code.PERMISSION_DENIED).setMessage(denied).build();
+    }
     return kv.get(key);
   }
 
-  /** The record of an idempotency key as of the applied log time. */
-  GetKeyReply getKey(GetKeyRequest req) {
+  /**
+   * The record of an idempotency key as of the applied log time, if {@code principal} may see it.
+   */
+  GetKeyReply getKey(GetKeyRequest req, String principal) {
+    String denied = auth.denial(principal, io.idem.proto.Permission.Kind.KEY_SCOPE, req.getScope());
+    if (denied != null) {
+      return GetKeyReply.newBuilder().setCode(Code.PERMISSION_DENIED).setMessage(denied).build();
+    }
     GetKeyReply.Builder b = GetKeyReply.newBuilder().setCode(Code.OK).setLogTimeMs(clock);
     if (req.getKey().isEmpty()) {
       return b.setCode(Code.INVALID_ARGUMENT).setMessage("key must not be empty").build();
@@ -439,6 +520,7 @@ final class ReplicatedState {
    * @throws SnapshotFormatException if the sections disagree
    */
   void checkRestored() throws SnapshotFormatException {
+    configuration.format.restoreImplied();
     if (configuration.revision() > appliedIndex) {
       throw new SnapshotFormatException(
           "configuration revision "
@@ -459,7 +541,18 @@ final class ReplicatedState {
 
   private CommandResult rejectedCommand(Command c, String why) {
     if (c.getCmdCase() == Command.CmdCase.CONFIGURE) {
-      return CommandResult.newBuilder().setConfigured(configuration.refused(why)).build();
+      return CommandResult.newBuilder()
+          .setConfigured(configuration.refused(Code.INVALID_ARGUMENT, why))
+          .build();
+    }
+    if (c.getCmdCase() == Command.CmdCase.AUTH) {
+      return CommandResult.newBuilder()
+          .setAuth(
+              auth.view(
+                  io.idem.proto.AuthReply.newBuilder()
+                      .setCode(Code.INVALID_ARGUMENT)
+                      .setMessage(why)))
+          .build();
     }
     if (c.getCmdCase() == Command.CmdCase.REGISTER) {
       return CommandResult.newBuilder()

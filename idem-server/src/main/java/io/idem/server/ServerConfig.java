@@ -36,6 +36,11 @@ import java.util.List;
  *     refuses any other caller ({@link PeerGate}). With TLS, either this is not empty or {@code
  *     peerTls} has a CA other than {@code tls}'s, so that a client certificate is never taken for a
  *     peer's. Empty without TLS.
+ * @param authAdmin the principal (a client certificate's subject, RFC 2253) that a new cluster's
+ *     bootstrap makes admin, turning access control on ({@link AuthState}); it matters only at the
+ *     first start, after which the replicated state decides. Required with TLS unless {@code
+ *     authOff}; refused without TLS (no caller would have a principal).
+ * @param authOff with TLS, bootstrap a cluster without access control: every client may do anything
  * @param adminAddress host:port of the admin HTTP endpoint ({@code /metrics}, the status page);
  *     empty: none. Port 0 picks a free port ({@link IdemServer#adminPort}).
  * @param join the node joins an existing cluster as a new member: it starts with no members,
@@ -67,6 +72,8 @@ public record ServerConfig(
     TlsFiles tls,
     TlsFiles peerTls,
     List<String> peerSubjects,
+    String authAdmin,
+    boolean authOff,
     String adminAddress,
     boolean join,
     boolean unsafeLocalReads) {
@@ -158,6 +165,19 @@ public record ServerConfig(
     }
     peerSubjects = peerSubjects == null ? List.of() : List.copyOf(peerSubjects);
     checkPeerTls(tls, peerTls, peerSubjects);
+    authAdmin = authAdmin == null ? "" : authAdmin.trim();
+    if (tls == null && !authAdmin.isEmpty()) {
+      throw new IllegalArgumentException(
+          "--auth-admin needs TLS: principals are client certificates' subjects");
+    }
+    if (tls != null && authAdmin.isEmpty() && !authOff) {
+      throw new IllegalArgumentException(
+          "with TLS, access control is on: name the first admin's certificate subject"
+              + " (--auth-admin 'CN=admin,O=Example'), or run without it (--no-auth)");
+    }
+    if (!authAdmin.isEmpty()) {
+      PeerGate.subject(authAdmin);
+    }
     adminAddress = adminAddress == null ? "" : adminAddress;
     if (!adminAddress.isEmpty()) {
       checkAddress("admin address", adminAddress);
@@ -262,6 +282,8 @@ public record ServerConfig(
     private TlsFiles tls;
     private TlsFiles peerTls;
     private List<String> peerSubjects = List.of();
+    private String authAdmin = "";
+    private boolean authOff;
     private boolean join;
     private boolean unsafeLocalReads;
 
@@ -366,6 +388,18 @@ public record ServerConfig(
       return this;
     }
 
+    /** The principal a new cluster's bootstrap makes admin (see {@link ServerConfig#authAdmin}). */
+    public Builder authAdmin(String principal) {
+      this.authAdmin = principal;
+      return this;
+    }
+
+    /** With TLS, bootstrap without access control (see {@link ServerConfig#authOff}). */
+    public Builder authOff(boolean off) {
+      this.authOff = off;
+      return this;
+    }
+
     public Builder adminAddress(String hostPort) {
       this.adminAddress = hostPort;
       return this;
@@ -403,6 +437,8 @@ public record ServerConfig(
           tls,
           peerTls,
           peerSubjects,
+          authAdmin,
+          authOff,
           adminAddress,
           join,
           unsafeLocalReads);

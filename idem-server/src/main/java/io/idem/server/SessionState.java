@@ -65,19 +65,39 @@ final class SessionState implements StateSection {
     return table.authenticate(clientId, secretHi, secretLo, principal);
   }
 
+  /** The principal session {@code clientId} is bound to; empty if none (or no such session). */
+  String principalOf(long clientId) {
+    return table.principalOf(clientId).orElse("");
+  }
+
   /**
    * Registers a client, or resumes a named session, as {@code cmd} asks.
    *
    * @param clientId the id a new session gets (from its log position)
    * @param limits the replicated limits, which a granted registration reports
+   * @param namesPerPrincipal whether each principal has names of its own (log format 6), or all
+   *     share one namespace
    */
-  RegisterReply register(long clientId, RegisterCmd cmd, long now, io.idem.proto.Limits limits) {
+  RegisterReply register(
+      long clientId,
+      RegisterCmd cmd,
+      long now,
+      io.idem.proto.Limits limits,
+      boolean namesPerPrincipal) {
     RegisterRequest req = cmd.getRequest();
+    SessionTable.NameScope scope =
+        namesPerPrincipal ? SessionTable.NameScope.PER_PRINCIPAL : SessionTable.NameScope.GLOBAL;
     String name = req.getName().isEmpty() ? null : req.getName();
     Registration r =
         req.getResume()
             ? table.resume(
-                name, req.getSecretHi(), req.getSecretLo(), req.getNonce(), cmd.getPrincipal(), now)
+                name,
+                req.getSecretHi(),
+                req.getSecretLo(),
+                req.getNonce(),
+                cmd.getPrincipal(),
+                now,
+                scope)
             : table.register(
                 clientId,
                 cmd.getSecretHi(),
@@ -86,7 +106,8 @@ final class SessionState implements StateSection {
                 req.getTtlMs(),
                 req.getNonce(),
                 cmd.getPrincipal(),
-                now);
+                now,
+                scope);
     if (r instanceof Registration.Granted g) {
       return RegisterReply.newBuilder()
           .setCode(Code.OK)

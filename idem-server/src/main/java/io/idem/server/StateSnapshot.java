@@ -23,16 +23,17 @@ import java.util.zip.CheckedInputStream;
 import java.util.zip.CheckedOutputStream;
 
 /**
- * The state machine's snapshot, format version 6: a sequence of sections, one per domain of the
+ * The state machine's snapshot, format version 7: a sequence of sections, one per domain of the
  * {@link ReplicatedState}, each written and read by the domain that owns it. Big-endian:
  *
  * <pre>
- * int magic = 0x49444D4B ("IDMK"), int version = 6
+ * int magic = 0x49444D4B ("IDMK"), int version = 7
  * per section, in ascending id: int id, long length, then length bytes written by its domain
  *   1 the log position (ReplicatedState)   2 the replicated configuration (ConfigState)
  *   3 leases (LeaseState)                  4 keys and values (KvState)
  *   5 sessions (SessionState: idem-core's own snapshot, with its own CRC32C)
  *   6 application idempotency keys (KeyState: idem-core's key table snapshot, with its own CRC32C)
+ *   7 the log format in force (FormatState)  8 access control (AuthState)
  * int CRC32C of every byte above
  * </pre>
  *
@@ -43,7 +44,9 @@ import java.util.zip.CheckedOutputStream;
  * table. Version 4 is version 5 without section 6. Version 6 is version 5 with the key table's
  * snapshot version 2 in section 6, which lists the records in the table's own order instead of
  * sorted by key (the sort was most of the snapshot writer's work); the reader takes either in
- * either.
+ * either. Version 7 adds section 7 (the log format in force; older snapshots are read with the
+ * format they imply) and section 8 (access control; older snapshots are read with auth off and no
+ * roles).
  *
  * <p>Versions 1 to 3 had no framing: the same sections' bytes, in the same order, one after the
  * other, and the CRC32C. They are still read, each section by its domain from the version's bytes.
@@ -57,7 +60,7 @@ import java.util.zip.CheckedOutputStream;
  */
 final class StateSnapshot {
   static final int MAGIC = 0x49444D4B;
-  static final int VERSION = 6;
+  static final int VERSION = 7;
 
   /** The oldest version the reader still reads. */
   static final int OLDEST_VERSION = 1;
@@ -69,7 +72,9 @@ final class StateSnapshot {
    * The version the digest names: it hashes version 3's layout (header, then the sections' bytes
    * without framing), so that the same state has the same digest as before version 4. The key table
    * (section 6, version 5) is hashed only when it is not pristine (see {@link #digest}), so that a
-   * state without keys has the same digest as before version 5.
+   * state without keys has the same digest as before version 5; so are the log format in force and
+   * access control (sections 7 and 8), so that a state either holds as an older snapshot implies
+   * has the digest it had before version 7.
    */
   private static final int DIGEST_VERSION = 3;
 
@@ -98,16 +103,24 @@ final class StateSnapshot {
     for (Section section : s.sections) {
       if (section.part() == s.keys) {
         keys = s.keys.table().freeze();
-        sections.add(new FrozenSection(section.id(), keys::writeSnapshot, keys));
+        sections.add(new FrozenSection(section.id(), keys::writeSnapshot, keys, false));
       } else {
-        sections.add(new FrozenSection(section.id(), section.part().freeze(), null));
+        boolean hashed =
+            section.part() == s.auth
+                ? !s.auth.pristine()
+                : section.part() != s.configuration.format || !s.configuration.format.pristine();
+        sections.add(new FrozenSection(section.id(), section.part().freeze(), null, hashed));
       }
     }
     return new Frozen(List.copyOf(sections), keys, s.keys.pristine());
   }
 
-  /** A frozen section; {@code keys} is the key table's (section 6), else null. */
-  private record FrozenSection(int id, StateSection.Frozen part, KeyTable.Frozen keys) {
+  /**
+   * A frozen section; {@code keys} is the key table's (section 6), else null; {@code hashed}: its
+   * bytes go into the digest as they are (the key table's go in as its own digest).
+   */
+  private record FrozenSection(
+      int id, StateSection.Frozen part, KeyTable.Frozen keys, boolean hashed) {
     /**
      * Its length: the key table's counted from its records; any other by writing it once to nowhere
      * (they are small next to it), so that no copy of a section is held in memory.
@@ -146,7 +159,7 @@ final class StateSnapshot {
         out.writeInt(MAGIC);
         out.writeInt(DIGEST_VERSION);
         for (FrozenSection section : sections) {
-          if (section.keys() == null) {
+          if (section.hashed()) {
             section.part().writeSection(out);
           }
         }
@@ -199,8 +212,10 @@ final class StateSnapshot {
   /**
    * The SHA-256 of the state's canonical encoding, in hex: equal states give equal digests. It
    * hashes the magic, {@link #DIGEST_VERSION}, and every section's bytes in order, without framing,
-   * except the key table's; then, unless the key table is as a new one (no record and no token ever
-   * given), the key table's own digest ({@link io.idem.core.KeyTable#digest}) as UTF-8 hex.
+   * except the key table's, and the log format's and access control's while they hold what a
+   * snapshot before version 7 implies; then, unless the key table is as a new one (no record and no
+   * token ever given), the key table's own digest ({@link io.idem.core.KeyTable#digest}) as UTF-8
+   * hex.
    */
   static String digest(ReplicatedState s) {
     try {

@@ -61,12 +61,12 @@ class BatcherTest {
     }
 
     @Override
-    public CompletableFuture<GetReply> read(String key) {
+    public CompletableFuture<GetReply> read(String key, String principal) {
       throw new AssertionError("the batcher never reads");
     }
 
     @Override
-    public CompletableFuture<GetKeyReply> readKey(GetKeyRequest request) {
+    public CompletableFuture<GetKeyReply> readKey(GetKeyRequest request, String principal) {
       throw new AssertionError("the batcher never reads");
     }
 

@@ -3,6 +3,8 @@ package io.idem.server;
 import com.google.protobuf.ByteString;
 import io.idem.proto.AcquireKey;
 import io.idem.proto.Append;
+import io.idem.proto.AuthCmd;
+import io.idem.proto.AuthRequest;
 import io.idem.proto.Command;
 import io.idem.proto.CompleteKey;
 import io.idem.proto.ConfigureCmd;
@@ -11,11 +13,14 @@ import io.idem.proto.GrantLease;
 import io.idem.proto.Increment;
 import io.idem.proto.LogEntry;
 import io.idem.proto.Operation;
+import io.idem.proto.Permission;
 import io.idem.proto.Put;
 import io.idem.proto.RegisterCmd;
 import io.idem.proto.RegisterRequest;
+import io.idem.proto.Role;
 import io.idem.proto.SessionBounds;
 import io.idem.proto.SessionCmd;
+import io.idem.proto.UserRoles;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -52,7 +57,9 @@ final class GoldenStates {
    * The golden log in format {@code version}: registrations, a lease with a key, a list, a counter
    * and a duplicate, then a tick. Version 3 starts with a bootstrap configuration entry. Version 4
    * adds, before the tick, application idempotency keys (one completed, one taken over after its
-   * deadline) and two fenced puts (one stale, refused; one current, applied).
+   * deadline) and two fenced puts (one stale, refused; one current, applied). Version 6 bootstraps
+   * at log format 6 and adds, before the tick, access control: a role, a principal holding it, and
+   * auth turned on with an admin.
    */
   static List<LogEntry> log(int version) {
     List<LogEntry> log = new ArrayList<>();
@@ -65,6 +72,7 @@ final class GoldenStates {
                   .setConfigure(
                       ConfigureCmd.newBuilder()
                           .setBootstrap(true)
+                          .setLogFormat(version >= 6 ? version : 0)
                           .setLimits(
                               io.idem.proto.Limits.newBuilder()
                                   .setMaxKeyBytes(100)
@@ -162,8 +170,36 @@ final class GoldenStates {
               op(b, 3, 2, fencedPut("stale", "taken", first)),
               op(a, 7, 6, fencedPut("paid", "taken", second))));
     }
+    if (version >= 6) {
+      Role tenant =
+          Role.newBuilder()
+              .setName("tenant-a")
+              .addPermissions(
+                  Permission.newBuilder()
+                      .setKind(Permission.Kind.KV_READ_WRITE)
+                      .setPrefix("tenant-a/"))
+              .addPermissions(
+                  Permission.newBuilder().setKind(Permission.Kind.KEY_SCOPE).setPrefix("tenant-a"))
+              .build();
+      log.add(
+          entry(
+              version,
+              1_290,
+              auth(AuthRequest.newBuilder().setPutRole(tenant)),
+              auth(
+                  AuthRequest.newBuilder()
+                      .setGrant(UserRoles.newBuilder().setPrincipal("CN=a").addRoles("tenant-a"))),
+              auth(AuthRequest.newBuilder().setEnableWithAdmin("CN=admin"))));
+    }
     log.add(entry(version, 1_300));
     return log;
+  }
+
+  /** An access-control change by a caller without a principal (allowed while auth is off). */
+  static Command auth(AuthRequest.Builder request) {
+    return Command.newBuilder()
+        .setAuth(AuthCmd.newBuilder().setPrincipal("").setRequest(request))
+        .build();
   }
 
   private static Operation setKey(Operation.Builder acquire, String key) {

@@ -536,14 +536,14 @@ class KeyStateTest {
   }
 
   @Test
-  void thisNodeWritesVersionFiveAndDoesNotApplyANewerVersion() {
-    assertThat(ReplicatedState.LOG_FORMAT_VERSION).isEqualTo(5);
+  void thisNodeWritesVersionSixAndDoesNotApplyANewerVersion() {
+    assertThat(ReplicatedState.LOG_FORMAT_VERSION).isEqualTo(6);
     LogEntry future =
         LogEntry.newBuilder().setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION + 1).build();
-    assertThat(ReplicatedState.undecodable(future)).contains("applies versions 1 to 5");
+    assertThat(ReplicatedState.undecodable(future)).contains("applies versions 1 to 6");
     assertThatThrownBy(() -> state.apply(1, 1, future, false))
         .isInstanceOf(IllegalArgumentException.class)
-        .hasMessageContaining("applies versions 1 to 5");
+        .hasMessageContaining("applies versions 1 to 6");
   }
 
   @Test

@@ -69,7 +69,7 @@ class ServerConfigTest {
     Path caCopy = Files.writeString(dir.resolve("ca-copy.pem"), "client and peer CA");
     Path peerCa = Files.writeString(dir.resolve("peer-ca.pem"), "peer CA");
     TlsFiles tls = new TlsFiles(cert, key, ca, true);
-    assertThatThrownBy(() -> ServerConfig.builder().tls(tls).build())
+    assertThatThrownBy(() -> ServerConfig.builder().authOff(true).tls(tls).build())
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("must tell the cluster's members from clients");
     assertThatThrownBy(
@@ -82,6 +82,7 @@ class ServerConfigTest {
         .hasMessageContaining("must tell the cluster's members from clients");
     assertThat(
             ServerConfig.builder()
+                .authOff(true)
                 .tls(tls)
                 .peerTls(new TlsFiles(cert, key, peerCa, true))
                 .build()
@@ -90,12 +91,14 @@ class ServerConfigTest {
         .isEqualTo(peerCa);
     assertThat(
             ServerConfig.builder()
+                .authOff(true)
                 .tls(tls)
                 .peerSubjects(List.of("CN=n1, O=Idem"))
                 .build()
                 .raftTls())
         .isEqualTo(tls);
-    assertThatThrownBy(() -> ServerConfig.builder().tls(tls).peerSubjects(List.of("n1")).build())
+    assertThatThrownBy(
+            () -> ServerConfig.builder().authOff(true).tls(tls).peerSubjects(List.of("n1")).build())
         .hasMessageContaining("peer certificate subject \"n1\" is not an X.500 name");
     assertThatThrownBy(() -> ServerConfig.builder().peerSubjects(List.of("CN=n1")).build())
         .hasMessageContaining("need the node's TLS files too");
@@ -113,9 +116,36 @@ class ServerConfigTest {
             "--tls-key=" + dir.resolve("node.key"),
             "--tls-ca=" + dir.resolve("ca.pem"),
             "--peer-allow=CN=n1,O=Idem;CN=n2,O=Idem",
-            "--peer-allow=CN=n3,O=Idem");
+            "--peer-allow=CN=n3,O=Idem",
+            "--auth-admin=CN=admin, O=Idem");
     assertThat(main.config().peerSubjects())
         .containsExactly("CN=n1,O=Idem", "CN=n2,O=Idem", "CN=n3,O=Idem");
+    assertThat(main.config().authAdmin()).isEqualTo("CN=admin, O=Idem");
+  }
+
+  @Test
+  void withTlsAuthIsOnUnlessAskedOffAndWithoutItThereIsNoAdmin(@TempDir Path dir) throws Exception {
+    Path cert = Files.writeString(dir.resolve("node.pem"), "cert");
+    Path key = Files.writeString(dir.resolve("node.key"), "key");
+    Path ca = Files.writeString(dir.resolve("ca.pem"), "ca");
+    TlsFiles tls = new TlsFiles(cert, key, ca, true);
+    List<String> peers = List.of("CN=node");
+    assertThatThrownBy(() -> ServerConfig.builder().tls(tls).peerSubjects(peers).build())
+        .hasMessageContaining("--auth-admin")
+        .hasMessageContaining("--no-auth");
+    assertThat(
+            ServerConfig.builder()
+                .tls(tls)
+                .peerSubjects(peers)
+                .authAdmin("CN=admin")
+                .build()
+                .authAdmin())
+        .isEqualTo("CN=admin");
+    assertThatThrownBy(
+            () -> ServerConfig.builder().tls(tls).peerSubjects(peers).authAdmin("admin").build())
+        .hasMessageContaining("not an X.500 name");
+    assertThatThrownBy(() -> ServerConfig.builder().authAdmin("CN=admin").build())
+        .hasMessageContaining("--auth-admin needs TLS");
   }
 
   @Test

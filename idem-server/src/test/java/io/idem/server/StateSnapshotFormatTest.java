@@ -34,6 +34,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  * version 4 code (before keys) from {@code GoldenStates.log(3)}, {@code state-v5.bin} by the
  * version 5 code from {@code GoldenStates.log(4)}, which adds application idempotency keys and a
  * fenced write, and {@code state-v6.bin} from the same log (the key records in the table's order).
+ * {@code state-v7.bin} is written by the version 7 code from {@code GoldenStates.log(6)}, which
+ * bootstraps at log format 6 and adds access control.
  */
 class StateSnapshotFormatTest {
   private static final Path V2 = Path.of("src/test/resources/snapshots/state-v2.bin");
@@ -41,6 +43,7 @@ class StateSnapshotFormatTest {
   private static final Path V4 = Path.of("src/test/resources/snapshots/state-v4.bin");
   private static final Path V5 = Path.of("src/test/resources/snapshots/state-v5.bin");
   private static final Path V6 = Path.of("src/test/resources/snapshots/state-v6.bin");
+  private static final Path V7 = Path.of("src/test/resources/snapshots/state-v7.bin");
 
   /** {@code GoldenStates.state(3)}'s digest, as the version 3 code computed it. */
   private static final String DIGEST_BEFORE_SECTIONS =
@@ -57,12 +60,48 @@ class StateSnapshotFormatTest {
   }
 
   @Test
-  void writerProducesTheGoldenBytesOfVersion6() throws IOException {
-    byte[] actual = bytesOf(GoldenStates.state(4));
+  void writerProducesTheGoldenBytesOfVersion7() throws IOException {
+    byte[] actual = bytesOf(GoldenStates.state(6));
     if (Boolean.getBoolean("idem.golden.write")) {
-      Files.write(V6, actual);
+      Files.write(V7, actual);
     }
-    assertThat(actual).isEqualTo(Files.readAllBytes(V6));
+    assertThat(actual).isEqualTo(Files.readAllBytes(V7));
+  }
+
+  /**
+   * Version 7 adds the log format in force (section 7) and access control (section 8); a state read
+   * from it is the state the log gives, with its digest, and it decides by its grants.
+   */
+  @Test
+  void version7CarriesTheLogFormatAndAccessControl() throws IOException {
+    byte[] bytes = Files.readAllBytes(V7);
+    assertThat(sectionsOf(bytes)).extracting(Section::id).containsExactly(1, 2, 3, 4, 5, 6, 7, 8);
+    ReplicatedState s = read(bytes);
+    ReplicatedState replayed = GoldenStates.state(6);
+    assertThat(StateSnapshot.digest(s)).isEqualTo(StateSnapshot.digest(replayed));
+    assertThat(s.configuration.logFormat()).isEqualTo(6);
+    assertThat(s.auth.enabled()).isTrue();
+    assertThat(s.auth.isAdmin("CN=admin")).isTrue();
+    assertThat(s.auth.isAdmin("CN=a")).isFalse();
+    assertThat(s.get("tenant-a/x", "CN=a").getCode()).isEqualTo(io.idem.proto.Code.OK);
+    assertThat(s.get("tenant-b/x", "CN=a").getCode())
+        .isEqualTo(io.idem.proto.Code.PERMISSION_DENIED);
+    assertThat(bytesOf(s)).isEqualTo(bytes);
+  }
+
+  /** An older snapshot implies the log format written before the format in force, 5. */
+  @Test
+  void version6IsReadAtLogFormat5WithAuthOff() throws IOException {
+    ReplicatedState s = read(Files.readAllBytes(V6));
+    assertThat(s.configuration.logFormat()).isEqualTo(FormatState.BEFORE_THE_GATE);
+    assertThat(s.auth.enabled()).isFalse();
+    assertThat(s.configuration.format.pristine()).isTrue();
+    assertThat(s.auth.pristine()).isTrue();
+  }
+
+  @Test
+  void everyFlippedByteOrTruncationOfVersion7IsRefused() throws IOException {
+    refusesEveryFlipAndCut(Files.readAllBytes(V7));
   }
 
   /**
@@ -94,9 +133,10 @@ class StateSnapshotFormatTest {
     ReplicatedState s = read(Files.readAllBytes(V4));
     assertThat(s.keys.pristine()).isTrue();
     assertThat(StateSnapshot.digest(s)).isEqualTo(DIGEST_BEFORE_SECTIONS);
-    // Written again, it is a version 5 snapshot with an empty section 6.
+    // Written again, it is a version 7 snapshot with an empty section 6 and sections 7 and 8 as the
+    // older version implies.
     byte[] again = bytesOf(s);
-    assertThat(sectionsOf(again)).extracting(Section::id).containsExactly(1, 2, 3, 4, 5, 6);
+    assertThat(sectionsOf(again)).extracting(Section::id).containsExactly(1, 2, 3, 4, 5, 6, 7, 8);
     assertThat(again).isEqualTo(bytesOf(GoldenStates.state(3)));
     assertThat(StateSnapshot.digest(read(again))).isEqualTo(DIGEST_BEFORE_SECTIONS);
   }
@@ -150,7 +190,7 @@ class StateSnapshotFormatTest {
     assertThat(s.duplicatesSuppressed()).isEqualTo(1);
     // Written again, it is a version 5 snapshot of the same state.
     byte[] again = bytesOf(s);
-    assertThat(sectionsOf(again)).hasSize(6);
+    assertThat(sectionsOf(again)).hasSize(8);
     assertThat(StateSnapshot.digest(read(again))).isEqualTo(StateSnapshot.digest(s));
   }
 
@@ -220,11 +260,11 @@ class StateSnapshotFormatTest {
 
   @Test
   void anUnknownVersionIsRefused() throws IOException {
-    byte[] future = Files.readAllBytes(V6);
-    future[7] = 7;
+    byte[] future = Files.readAllBytes(V7);
+    future[7] = 8;
     assertThatThrownBy(() -> read(future))
         .isInstanceOf(SnapshotFormatException.class)
-        .hasMessageContaining("version 7");
+        .hasMessageContaining("version 8");
   }
 
   private static void refusesEveryFlipAndCut(byte[] golden) {

@@ -4,10 +4,18 @@ import io.grpc.ManagedChannel;
 import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.stub.StreamObserver;
+import io.idem.proto.AuthReply;
+import io.idem.proto.AuthRequest;
+import io.idem.proto.ChangeMembersReply;
+import io.idem.proto.ChangeMembersRequest;
 import io.idem.proto.ClientFrame;
 import io.idem.proto.Code;
 import io.idem.proto.ConfigureReply;
 import io.idem.proto.ConfigureRequest;
+import io.idem.proto.GetKeyReply;
+import io.idem.proto.GetKeyRequest;
+import io.idem.proto.GetReply;
+import io.idem.proto.GetRequest;
 import io.idem.proto.Hello;
 import io.idem.proto.IdemGrpc;
 import io.idem.proto.Operation;
@@ -97,6 +105,32 @@ public final class RawSession implements AutoCloseable {
     return IdemGrpc.newBlockingStub(channel)
         .withDeadlineAfter(10, TimeUnit.SECONDS)
         .configure(request);
+  }
+
+  /** Sends an Auth RPC (a read or change of access control) and returns the reply. */
+  public AuthReply auth(AuthRequest request) {
+    return IdemGrpc.newBlockingStub(channel).withDeadlineAfter(10, TimeUnit.SECONDS).auth(request);
+  }
+
+  /** Sends a ChangeMembers RPC and returns the reply. */
+  public ChangeMembersReply changeMembers(ChangeMembersRequest request) {
+    return IdemGrpc.newBlockingStub(channel)
+        .withDeadlineAfter(30, TimeUnit.SECONDS)
+        .changeMembers(request);
+  }
+
+  /** Sends a Get RPC (a linearizable read) and returns the reply. */
+  public GetReply get(String key) {
+    return IdemGrpc.newBlockingStub(channel)
+        .withDeadlineAfter(10, TimeUnit.SECONDS)
+        .get(GetRequest.newBuilder().setKey(key).build());
+  }
+
+  /** Sends a GetKey RPC (a read of an idempotency key's record) and returns the reply. */
+  public GetKeyReply getKey(String scope, String key) {
+    return IdemGrpc.newBlockingStub(channel)
+        .withDeadlineAfter(10, TimeUnit.SECONDS)
+        .getKey(GetKeyRequest.newBuilder().setScope(scope).setKey(key).build());
   }
 
   /** Sends a Status RPC and returns the reply. */

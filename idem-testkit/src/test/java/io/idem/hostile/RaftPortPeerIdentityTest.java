@@ -47,7 +47,12 @@ class RaftPortPeerIdentityTest {
   void withOneCaATenantCertificateCannotSpeakRaftNorProposeEntries() throws Exception {
     try (LocalCluster cluster =
         LocalCluster.start(
-            3, dir, b -> b.tls(nodeTls()).peerSubjects(List.of(TestCertificates.NODE_SUBJECT)))) {
+            3,
+            dir,
+            b ->
+                b.tls(nodeTls())
+                    .peerSubjects(List.of(TestCertificates.NODE_SUBJECT))
+                    .authAdmin("CN=client"))) {
       int leader = cluster.waitForLeader(Duration.ofSeconds(60));
       List<ServerConfig.Peer> peers = cluster.node(0).config().peers();
       String raft = peers.get(leader).raftAddress();
@@ -79,7 +84,7 @@ class RaftPortPeerIdentityTest {
         new TlsFiles(
             certs.certificate("peer"), certs.key("peer"), certs.certificate("peer-ca"), true);
     try (LocalCluster cluster =
-        LocalCluster.start(3, dir, b -> b.tls(nodeTls()).peerTls(peerTls))) {
+        LocalCluster.start(3, dir, b -> b.tls(nodeTls()).peerTls(peerTls).authAdmin("CN=client"))) {
       int leader = cluster.waitForLeader(Duration.ofSeconds(60));
       String raft = cluster.node(0).config().peers().get(leader).raftAddress();
       // The tenant trusts the peer CA, so only the server's check of its certificate can fail.
@@ -97,7 +102,7 @@ class RaftPortPeerIdentityTest {
 
   @Test
   void tlsWithOneCaAndNoPeerSubjectsIsRefusedAtStart() {
-    assertThatThrownBy(() -> ServerConfig.builder().tls(nodeTls()).build())
+    assertThatThrownBy(() -> ServerConfig.builder().tls(nodeTls()).authAdmin("CN=client").build())
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("--peer-allow")
         .hasMessageContaining("--peer-tls-ca");

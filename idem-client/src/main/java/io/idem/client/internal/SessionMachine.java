@@ -319,6 +319,11 @@ public final class SessionMachine {
               Fatal.UNAUTHENTICATED,
               "the server refused this client's secret: " + reply.getMessage(),
               null);
+      case PERMISSION_DENIED ->
+          closeWith(
+              Fatal.CLOSED,
+              "registration refused (PERMISSION_DENIED): " + reply.getMessage(),
+              new io.idem.client.PermissionDeniedException(reply.getMessage(), 0, 0));
       default ->
           closeWith(
               Fatal.CLOSED,
