@@ -31,6 +31,10 @@ import java.util.zip.CRC32C;
  * are replayed up to the first torn or corrupt one (a crash mid-write tears only the tail), and the
  * file is compacted to what is still needed.
  *
+ * <p>The file and its temporary copy are created 0600, and a directory created for them 0700 (on a
+ * file system with POSIX permissions): the file holds the session's secret. Every open rewrites the
+ * file, so a file others could read is 0600 after it.
+ *
  * <p>Not thread-safe: the session driver calls it from one thread at a time (its effect runner),
  * never under a lock. Every write failure is an {@link IOException}.
  */
@@ -212,14 +216,10 @@ public final class IdentityJournal implements AutoCloseable {
     }
     Path parent = file.toAbsolutePath().getParent();
     if (parent != null) {
-      Files.createDirectories(parent);
+      OwnerOnly.createDirectories(parent);
     }
-    try (FileChannel c =
-        FileChannel.open(
-            tmp,
-            StandardOpenOption.CREATE,
-            StandardOpenOption.TRUNCATE_EXISTING,
-            StandardOpenOption.WRITE)) {
+    // The secret is in there: 0600 from the start, and the rename gives the file that mode.
+    try (FileChannel c = OwnerOnly.createFile(tmp)) {
       c.write(ByteBuffer.wrap(all.toByteArray()));
       c.force(true);
     }
