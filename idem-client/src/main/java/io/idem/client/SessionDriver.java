@@ -130,6 +130,8 @@ final class SessionDriver {
                   : new SessionMachine.Identity(
                       id.name(), id.clientId(), id.secretHi(), id.secretLo()),
               journal.pending() == null ? 0 : journal.pending().nonce(),
+              journal.pending() == null ? 0 : journal.pending().secretHi(),
+              journal.pending() == null ? 0 : journal.pending().secretLo(),
               journal.outstanding());
     } else {
       this.journal = null;
@@ -628,7 +630,7 @@ final class SessionDriver {
       } else if (effect instanceof Effect.JournalSync) {
         journal.sync();
       } else if (effect instanceof Effect.JournalPending p) {
-        journal.pendingRegistration(p.name(), p.nonce(), p.ttlMs());
+        journal.pendingRegistration(p.name(), p.nonce(), p.ttlMs(), p.secretHi(), p.secretLo());
       } else if (effect instanceof Effect.JournalIdentity i) {
         journal.identity(
             new IdentityJournal.Identity(

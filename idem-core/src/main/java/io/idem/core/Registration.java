@@ -9,11 +9,8 @@ public sealed interface Registration permits Registration.Granted, Registration.
    * @param clientId the session's id
    * @param epoch the epoch to send with every command; older epochs are {@link RejectCode#FENCED}
    * @param nextSeq the lowest request number the session has not applied yet (1 for a new session)
-   * @param secretHi high 64 bits of the session's secret, which the client presents from now on
-   * @param secretLo low 64 bits of the secret
    */
-  record Granted(long clientId, long epoch, long nextSeq, long secretHi, long secretLo)
-      implements Registration {}
+  record Granted(long clientId, long epoch, long nextSeq) implements Registration {}
 
   /**
    * Nothing changed.

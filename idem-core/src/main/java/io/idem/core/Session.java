@@ -13,8 +13,9 @@ final class Session {
 
   final long clientId;
   final String name;
-  final long secretHi;
-  final long secretLo;
+
+  /** The SHA-256 of the session's secret ({@link SessionSecret}); the secret itself is not kept. */
+  final byte[] secretHash;
 
   /**
    * The authenticated principal that registered the session (the subject of its client
@@ -45,8 +46,7 @@ final class Session {
   Session(
       long clientId,
       String name,
-      long secretHi,
-      long secretLo,
+      byte[] secretHash,
       String principal,
       long ttlMs,
       long epoch,
@@ -55,8 +55,7 @@ final class Session {
     this.clientId = clientId;
     this.grantNonce = grantNonce;
     this.name = name;
-    this.secretHi = secretHi;
-    this.secretLo = secretLo;
+    this.secretHash = secretHash;
     this.principal = principal;
     this.ttlMs = ttlMs;
     this.epoch = epoch;

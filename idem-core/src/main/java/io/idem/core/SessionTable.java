@@ -113,7 +113,7 @@ public final class SessionTable {
    * (An anonymous retry opens a second session; the unused one expires after its TTL.)
    *
    * @param clientId the session's id: the log index of the registration entry, unique forever
-   * @param secretHi high 64 bits of the session's secret (chosen by the leader, carried in the log)
+   * @param secretHi high 64 bits of the session's secret (the table keeps only its hash)
    * @param secretLo low 64 bits of the secret
    * @param name a durable name that a restarted client can {@link #resume}, or {@code null}
    * @param ttlMs how long the session lives without activity, in {@code [1, config.maxTtlMs()]}
@@ -146,7 +146,14 @@ public final class SessionTable {
       String principal,
       long now) {
     return register(
-        clientId, secretHi, secretLo, name, ttlMs, nonce, principal, now, NameScope.GLOBAL);
+        clientId,
+        SessionSecret.hash(secretHi, secretLo),
+        name,
+        ttlMs,
+        nonce,
+        principal,
+        now,
+        NameScope.GLOBAL);
   }
 
   /** Whether session names are one namespace or one per principal. */
@@ -159,12 +166,11 @@ public final class SessionTable {
 
   /**
    * {@link #register(long, long, long, String, long, long, String, long)} with names in {@code
-   * scope}.
+   * scope}, given the secret's hash ({@link SessionSecret#hash}) rather than the secret.
    */
   public Registration register(
       long clientId,
-      long secretHi,
-      long secretLo,
+      byte[] secretHash,
       String name,
       long ttlMs,
       long nonce,
@@ -172,6 +178,7 @@ public final class SessionTable {
       long now,
       NameScope scope) {
     checkTime(now);
+    SessionSecret.check(secretHash);
     String owner = principal == null || principal.isEmpty() ? null : principal;
     if (ttlMs < 1
         || ttlMs > config.maxTtlMs()
@@ -194,7 +201,7 @@ public final class SessionTable {
     if (sessions.size() >= config.maxSessions()) {
       return new Registration.Refused(RejectCode.TOO_MANY_SESSIONS);
     }
-    Session s = new Session(clientId, name, secretHi, secretLo, owner, ttlMs, 0, nonce, now);
+    Session s = new Session(clientId, name, secretHash.clone(), owner, ttlMs, 0, nonce, now);
     add(s);
     return granted(s);
   }
@@ -221,21 +228,17 @@ public final class SessionTable {
    */
   public Registration resume(
       String name, long secretHi, long secretLo, long nonce, String principal, long now) {
-    return resume(name, secretHi, secretLo, nonce, principal, now, NameScope.GLOBAL);
+    return resume(
+        name, SessionSecret.hash(secretHi, secretLo), nonce, principal, now, NameScope.GLOBAL);
   }
 
   /**
    * {@link #resume(String, long, long, long, String, long)} with names in {@code scope}: with
-   * {@link NameScope#PER_PRINCIPAL} only the caller's own session of that name is found.
+   * {@link NameScope#PER_PRINCIPAL} only the caller's own session of that name is found. The
+   * presented secret comes as its hash ({@link SessionSecret#hash}).
    */
   public Registration resume(
-      String name,
-      long secretHi,
-      long secretLo,
-      long nonce,
-      String principal,
-      long now,
-      NameScope scope) {
+      String name, byte[] secretHash, long nonce, String principal, long now, NameScope scope) {
     checkTime(now);
     // A name held by a session stays resumable after the name limit was lowered (reconfigure).
     if (name == null || (!validName(name) && !byName.containsKey(name))) {
@@ -246,7 +249,7 @@ public final class SessionTable {
     if (s == null) {
       return new Registration.Refused(RejectCode.SESSION_EXPIRED);
     }
-    if (s.secretHi != secretHi || s.secretLo != secretLo || !mayUse(s, principal)) {
+    if (!SessionSecret.matches(s.secretHash, secretHash) || !mayUse(s, principal)) {
       return new Registration.Refused(RejectCode.UNAUTHENTICATED);
     }
     if (s.grantNonce != nonce) {
@@ -436,7 +439,9 @@ public final class SessionTable {
    */
   public boolean authenticate(long clientId, long secretHi, long secretLo, String principal) {
     Session s = credentials.get(clientId);
-    return s != null && s.secretHi == secretHi && s.secretLo == secretLo && mayUse(s, principal);
+    return s != null
+        && SessionSecret.matches(s.secretHash, SessionSecret.hash(secretHi, secretLo))
+        && mayUse(s, principal);
   }
 
   /** Whether a session of that id exists; safe from any thread, like {@link #authenticate}. */
@@ -612,7 +617,7 @@ public final class SessionTable {
   // ---- internals ----
 
   private static Registration.Granted granted(Session s) {
-    return new Registration.Granted(s.clientId, s.epoch, s.nextSeq, s.secretHi, s.secretLo);
+    return new Registration.Granted(s.clientId, s.epoch, s.nextSeq);
   }
 
   private void remove(Session s) {

@@ -5,7 +5,7 @@ import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 
 /**
- * Session snapshot format, versions 1 and 2. All integers are big-endian.
+ * Session snapshot format, versions 1 to 3. All integers are big-endian.
  *
  * <pre>
  * int   magic = 0x49444D53 ("IDMS")
@@ -13,10 +13,11 @@ import java.nio.charset.StandardCharsets;
  * int   window, int maxSessions, long maxTtlMs, int maxNameLength     (the bounds: replicated state)
  * int   sessionCount
  * sessionCount times, in ascending clientId:
- *   long clientId, long epoch, long grantNonce, long secretHi, long secretLo, long ttlMs,
- *   long lastActiveMs, long lowWater, long nextSeq,
+ *   long clientId, long epoch, long grantNonce,
+ *   versions 1 and 2: long secretHi, long secretLo; version 3: 32 bytes, the secret's SHA-256,
+ *   long ttlMs, long lastActiveMs, long lowWater, long nextSeq,
  *   int nameLength (-1: anonymous), nameLength bytes of UTF-8,
- *   version 2 only: int principalLength (-1: none), principalLength bytes of UTF-8,
+ *   versions 2 and 3: int principalLength (-1: none), principalLength bytes of UTF-8,
  *   (nextSeq - lowWater) times: int responseLength, responseLength bytes   (for lowWater..nextSeq-1)
  * int   CRC32C of every byte above
  * </pre>
@@ -26,28 +27,21 @@ import java.nio.charset.StandardCharsets;
  * table. A new version gets a new number, a golden file, and a reader branch; version 1 files stay
  * readable.
  *
- * <p>Version 2 adds each session's principal. The writer uses it only when some session has one, so
- * a cluster without client certificates writes (and digests) exactly what version 1 wrote, and a
- * node of the previous release can still read its snapshots.
+ * <p>Version 2 added each session's principal. Version 3 keeps each secret's hash in place of the
+ * secret ({@link SessionSecret}): the writer always writes it, and the reader hashes the secrets of
+ * versions 1 and 2 as it reads them.
  */
 final class SnapshotCodec {
   static final int MAGIC = 0x49444D53;
-  static final int VERSION = 2;
+  static final int VERSION = 3;
 
   private SnapshotCodec() {}
 
   static void write(SessionTable table, SnapshotEncoder.Sink sink) throws IOException {
     SnapshotEncoder out = new SnapshotEncoder(sink);
     long[] ids = table.sortedIds();
-    int version = 1;
-    for (long id : ids) {
-      if (table.get(id).principal != null) {
-        version = 2;
-        break;
-      }
-    }
     out.putInt(MAGIC);
-    out.putInt(version);
+    out.putInt(VERSION);
     SessionTableConfig c = table.config();
     out.putInt(c.window());
     out.putInt(c.maxSessions());
@@ -59,16 +53,13 @@ final class SnapshotCodec {
       out.putLong(s.clientId);
       out.putLong(s.epoch);
       out.putLong(s.grantNonce);
-      out.putLong(s.secretHi);
-      out.putLong(s.secretLo);
+      out.putRaw(s.secretHash);
       out.putLong(s.ttlMs);
       out.putLong(s.lastActiveMs);
       out.putLong(s.lowWater);
       out.putLong(s.nextSeq);
       out.putBytes(s.name == null ? null : s.name.getBytes(StandardCharsets.UTF_8));
-      if (version >= 2) {
-        out.putBytes(s.principal == null ? null : s.principal.getBytes(StandardCharsets.UTF_8));
-      }
+      out.putBytes(s.principal == null ? null : s.principal.getBytes(StandardCharsets.UTF_8));
       for (long seq = s.lowWater; seq < s.nextSeq; seq++) {
         out.putBytes(s.response(seq));
       }
@@ -128,17 +119,26 @@ final class SnapshotCodec {
     }
   }
 
-  /** The fixed-size start of a session record: nine longs and the name's length. */
-  private static final int SESSION_HEADER_BYTES = 9 * Long.BYTES + Integer.BYTES;
+  /**
+   * The fixed-size start of a session record: seven longs, the secret (two longs, or its hash), and
+   * the name's length.
+   */
+  private static int headerBytes(int version) {
+    return 7 * Long.BYTES
+        + (version >= 3 ? SessionSecret.HASH_BYTES : 2 * Long.BYTES)
+        + Integer.BYTES;
+  }
 
   private static Session readSession(SnapshotDecoder in, int index, int version)
       throws IOException {
-    in.prefetch(SESSION_HEADER_BYTES);
+    in.prefetch(headerBytes(version));
     long clientId = in.getLong();
     long epoch = in.getLong();
     long grantNonce = in.getLong();
-    long secretHi = in.getLong();
-    long secretLo = in.getLong();
+    byte[] secretHash =
+        version >= 3
+            ? in.getRaw(SessionSecret.HASH_BYTES)
+            : SessionSecret.hash(in.getLong(), in.getLong());
     long ttlMs = in.getLong();
     long lastActiveMs = in.getLong();
     long lowWater = in.getLong();
@@ -167,8 +167,7 @@ final class SnapshotCodec {
       check(principal == null || !principal.isEmpty(), where, "empty principal");
     }
     Session s =
-        new Session(
-            clientId, name, secretHi, secretLo, principal, ttlMs, epoch, grantNonce, lastActiveMs);
+        new Session(clientId, name, secretHash, principal, ttlMs, epoch, grantNonce, lastActiveMs);
     s.lowWater = lowWater;
     s.nextSeq = lowWater;
     for (long seq = lowWater; seq < nextSeq; seq++) {

@@ -48,6 +48,14 @@ final class SnapshotDecoder {
     return buf.getLong();
   }
 
+  /** Reads the next {@code n} bytes (a fixed-size field, small). */
+  byte[] getRaw(int n) throws IOException {
+    fill(n);
+    byte[] bytes = new byte[n];
+    buf.get(bytes);
+    return bytes;
+  }
+
   /**
    * Reads a length-prefixed byte array, or {@code null} for length -1.
    *

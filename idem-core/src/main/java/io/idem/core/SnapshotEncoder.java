@@ -52,6 +52,11 @@ final class SnapshotEncoder {
   }
 
   /** Writes {@code len} bytes of {@code bytes} from {@code off} as they are, with no length. */
+  /** Writes {@code bytes} without a length (a fixed-size field). */
+  void putRaw(byte[] bytes) throws IOException {
+    putRaw(bytes, 0, bytes.length);
+  }
+
   void putRaw(byte[] bytes, int off, int len) throws IOException {
     if (len > buf.remaining()) {
       drain();

@@ -154,11 +154,20 @@ final class LossyNetworkSimulation {
   // ---- server ----
 
   private void serverRegister(Instance from, String name, long nonce) {
-    long hi = rnd.nextLong();
-    long lo = rnd.nextLong();
-    Registration r = table.register(++logIndex, hi, lo, name, p.ttlMs(), nonce, now);
+    // The client chooses its secret with each registration attempt and keeps both across the
+    // attempt's retries; here it is derived from the attempt's nonce.
+    Registration r =
+        table.register(++logIndex, secretHi(nonce), secretLo(nonce), name, p.ttlMs(), nonce, now);
     afterCommand();
     send(() -> from.onRegistration(nonce, r));
+  }
+
+  static long secretHi(long nonce) {
+    return nonce;
+  }
+
+  static long secretLo(long nonce) {
+    return ~nonce;
   }
 
   private void serverResume(Instance from, String name, long hi, long lo, long nonce) {
@@ -369,8 +378,10 @@ final class LossyNetworkSimulation {
       Registration.Granted g = (Registration.Granted) r;
       id = g.clientId();
       epoch = g.epoch();
-      hi = g.secretHi();
-      lo = g.secretLo();
+      if (phase == Phase.REGISTERING) {
+        hi = secretHi(forNonce);
+        lo = secretLo(forNonce);
+      }
       if (phase == Phase.REGISTERING) {
         slot.journalId = id;
         slot.journalHi = hi;

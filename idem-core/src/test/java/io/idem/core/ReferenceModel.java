@@ -62,7 +62,7 @@ final class ReferenceModel {
           return new Registration.Refused(RejectCode.NAME_IN_USE);
         }
         s.lastActive = Math.max(s.lastActive, now);
-        return new Registration.Granted(s.id, s.epoch, s.nextSeq, s.hi, s.lo);
+        return new Registration.Granted(s.id, s.epoch, s.nextSeq);
       }
     }
     if (sessions.size() >= config.maxSessions()) {
@@ -71,7 +71,7 @@ final class ReferenceModel {
     S s = new S(id, name, hi, lo, ttl, now);
     s.nonce = nonce;
     sessions.put(id, s);
-    return new Registration.Granted(id, 0, 1, hi, lo);
+    return new Registration.Granted(id, 0, 1);
   }
 
   Registration resume(String name, long hi, long lo, long nonce, long now) {
@@ -89,7 +89,7 @@ final class ReferenceModel {
           s.nonce = nonce;
         }
         s.lastActive = Math.max(s.lastActive, now);
-        return new Registration.Granted(s.id, s.epoch, s.nextSeq, s.hi, s.lo);
+        return new Registration.Granted(s.id, s.epoch, s.nextSeq);
       }
     }
     return new Registration.Refused(RejectCode.SESSION_EXPIRED);

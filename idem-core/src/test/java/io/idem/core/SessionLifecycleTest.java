@@ -15,7 +15,7 @@ class SessionLifecycleTest {
   @Test
   void registerStartsAtEpochZeroAndSequenceOne() {
     assertThat(table.register(10, 1, 2, null, 500, 10, 0))
-        .isEqualTo(new Registration.Granted(10, 0, 1, 1, 2));
+        .isEqualTo(new Registration.Granted(10, 0, 1));
     assertThat(table.authenticate(10, 1, 2)).isTrue();
     assertThat(table.authenticate(10, 1, 3)).isFalse();
     assertThat(table.authenticate(11, 1, 2)).isFalse();
@@ -87,7 +87,7 @@ class SessionLifecycleTest {
     table.record(1, 1, 1, 0, new byte[] {42});
 
     Registration r = table.resume("svc", 11, 22, 31, 100);
-    assertThat(r).isEqualTo(new Registration.Granted(1, 1, 2, 11, 22));
+    assertThat(r).isEqualTo(new Registration.Granted(1, 1, 2));
     assertThat(((Admission.Duplicate) table.admit(1, 1, 1, 1, 100)).response()).containsExactly(42);
     assertThat(table.admit(1, 0, 2, 1, 100)).isEqualTo(Admission.rejected(RejectCode.FENCED));
     assertThat(table.keepAlive(1, 0, 1, 100)).contains(RejectCode.FENCED);
@@ -99,10 +99,10 @@ class SessionLifecycleTest {
   @Test
   void retriedNamedRegistrationGetsTheOriginalGrant() {
     assertThat(table.register(1, 11, 22, "svc", 500, 9, 0))
-        .isEqualTo(new Registration.Granted(1, 0, 1, 11, 22));
+        .isEqualTo(new Registration.Granted(1, 0, 1));
     // The retry reached the log as a new entry with its own index and secret.
     assertThat(table.register(2, 33, 44, "svc", 500, 9, 10))
-        .isEqualTo(new Registration.Granted(1, 0, 1, 11, 22));
+        .isEqualTo(new Registration.Granted(1, 0, 1));
     assertThat(table.register(3, 33, 44, "svc", 500, 8, 10))
         .isEqualTo(new Registration.Refused(RejectCode.NAME_IN_USE));
     assertThat(table.size()).isEqualTo(1);
@@ -112,12 +112,11 @@ class SessionLifecycleTest {
   void retriedResumeDoesNotBumpTheEpochTwice() {
     table.register(1, 11, 22, "svc", 500, 9, 0);
     Registration first = table.resume("svc", 11, 22, 70, 10);
-    assertThat(first).isEqualTo(new Registration.Granted(1, 1, 1, 11, 22));
+    assertThat(first).isEqualTo(new Registration.Granted(1, 1, 1));
     assertThat(table.resume("svc", 11, 22, 70, 20)).isEqualTo(first);
     assertThat(table.admit(1, 1, 1, 1, 20)).isSameAs(Admission.NEW);
     // Another instance (another nonce) takes over and fences the first.
-    assertThat(table.resume("svc", 11, 22, 71, 30))
-        .isEqualTo(new Registration.Granted(1, 2, 1, 11, 22));
+    assertThat(table.resume("svc", 11, 22, 71, 30)).isEqualTo(new Registration.Granted(1, 2, 1));
     assertThat(table.admit(1, 1, 1, 1, 30)).isEqualTo(Admission.rejected(RejectCode.FENCED));
   }
 
@@ -151,9 +150,9 @@ class SessionLifecycleTest {
     assertThat(table.register(2, 33, 44, "svc", 500, 1, "CN=tenant-b", 20))
         .isEqualTo(new Registration.Refused(RejectCode.NAME_IN_USE));
     assertThat(table.register(2, 33, 44, "svc", 500, 1, "CN=tenant-a", 20))
-        .isEqualTo(new Registration.Granted(1, 0, 1, 11, 22));
+        .isEqualTo(new Registration.Granted(1, 0, 1));
     assertThat(table.resume("svc", 11, 22, 4, "CN=tenant-a", 30))
-        .isEqualTo(new Registration.Granted(1, 1, 1, 11, 22));
+        .isEqualTo(new Registration.Granted(1, 1, 1));
     assertThat(table.principalOf(1)).contains("CN=tenant-a");
   }
 
@@ -247,7 +246,7 @@ class SessionLifecycleTest {
         .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
     assertThat(table.resume("longname", 0, 0, 9, 0))
         .as("a held name stays resumable")
-        .isEqualTo(new Registration.Granted(1, 1, 5, 0, 0));
+        .isEqualTo(new Registration.Granted(1, 1, 5));
     assertThat(table.resume("othernam", 0, 0, 9, 0))
         .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
   }

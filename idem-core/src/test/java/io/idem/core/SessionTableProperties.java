@@ -182,7 +182,7 @@ class SessionTableProperties {
       long key = denseKeys ? Math.abs(op) % 64 : (long) op * 0x100000001L;
       if (op >= 0) {
         if (!reference.containsKey(key)) {
-          Session s = new Session(key, null, 0, 0, null, 1, 0, 0, 0);
+          Session s = new Session(key, null, SessionSecret.hash(0, 0), null, 1, 0, 0, 0);
           reference.put(key, s);
           index.add(s);
         }

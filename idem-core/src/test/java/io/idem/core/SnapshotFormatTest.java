@@ -14,9 +14,10 @@ import java.util.Arrays;
 import org.junit.jupiter.api.Test;
 
 /**
- * Snapshot format versions 1 and 2: golden files pin the bytes, and every corruption or truncation
- * of them is refused with {@link SnapshotFormatException}. Version 1 is what a table without
- * principals writes; version 2 adds each session's principal.
+ * Snapshot format versions 1 to 3: golden files pin the bytes, and every corruption or truncation
+ * of them is refused with {@link SnapshotFormatException}. Version 1 had no principals; version 2
+ * adds each session's principal; version 3, which the writer writes, keeps each secret's hash in
+ * place of the secret. The version 1 and 2 files were written by earlier code and are only read.
  *
  * <p>To regenerate a golden file after a deliberate format change (which must also bump the
  * version): {@code ./mvnw -pl idem-core test
@@ -25,6 +26,7 @@ import org.junit.jupiter.api.Test;
 class SnapshotFormatTest {
   private static final Path GOLDEN = Path.of("src/test/resources/snapshots/sessions-v1.bin");
   private static final Path GOLDEN_V2 = Path.of("src/test/resources/snapshots/sessions-v2.bin");
+  private static final Path GOLDEN_V3 = Path.of("src/test/resources/snapshots/sessions-v3.bin");
 
   /** Version 2's table: bound and unbound sessions, a resumed bound one, a principal in UTF-8. */
   static SessionTable goldenTableV2() {
@@ -76,27 +78,58 @@ class SnapshotFormatTest {
   }
 
   @Test
-  void writerProducesTheGoldenBytesOfVersion1() throws IOException {
-    byte[] actual = bytesOf(goldenTable());
-    if (Boolean.getBoolean("idem.golden.write")) {
-      Files.write(GOLDEN, actual);
-    }
-    assertThat(actual).isEqualTo(Files.readAllBytes(GOLDEN));
-  }
-
-  @Test
-  void aTableWithoutPrincipalsStillWritesVersion1() throws IOException {
-    assertThat(bytesOf(goldenTable())[7]).isEqualTo((byte) 1);
-    assertThat(bytesOf(goldenTableV2())[7]).isEqualTo((byte) 2);
-  }
-
-  @Test
-  void writerProducesTheGoldenBytesOfVersion2() throws IOException {
+  void writerProducesTheGoldenBytesOfVersion3() throws IOException {
     byte[] actual = bytesOf(goldenTableV2());
     if (Boolean.getBoolean("idem.golden.write")) {
-      Files.write(GOLDEN_V2, actual);
+      Files.write(GOLDEN_V3, actual);
     }
-    assertThat(actual).isEqualTo(Files.readAllBytes(GOLDEN_V2));
+    assertThat(actual).isEqualTo(Files.readAllBytes(GOLDEN_V3));
+    assertThat(actual[7]).isEqualTo((byte) 3);
+    assertThat(bytesOf(goldenTable())[7]).as("with or without principals").isEqualTo((byte) 3);
+  }
+
+  /** The secrets' bytes appear nowhere in a snapshot, whichever version was read. */
+  @Test
+  void noSecretIsInTheSnapshotBytes() throws IOException {
+    long[][] secrets = {{11, 12}, {13, 14}, {15, 16}};
+    for (byte[] snapshot :
+        java.util.List.of(bytesOf(goldenTableV2()), bytesOf(read(Files.readAllBytes(GOLDEN_V2))))) {
+      for (long[] secret : secrets) {
+        byte[] clear =
+            java.nio.ByteBuffer.allocate(16).putLong(secret[0]).putLong(secret[1]).array();
+        assertThat(indexOf(snapshot, clear)).as("secret %d:%d", secret[0], secret[1]).isEqualTo(-1);
+        assertThat(indexOf(snapshot, SessionSecret.hash(secret[0], secret[1]))).isPositive();
+      }
+    }
+    // The same check finds a secret where there is one: version 2 stored them in clear.
+    byte[] v2 = Files.readAllBytes(GOLDEN_V2);
+    assertThat(indexOf(v2, java.nio.ByteBuffer.allocate(16).putLong(11).putLong(12).array()))
+        .isPositive();
+  }
+
+  private static int indexOf(byte[] haystack, byte[] needle) {
+    outer:
+    for (int i = 0; i + needle.length <= haystack.length; i++) {
+      for (int j = 0; j < needle.length; j++) {
+        if (haystack[i + j] != needle[j]) {
+          continue outer;
+        }
+      }
+      return i;
+    }
+    return -1;
+  }
+
+  @Test
+  void version3RestoresTheTableWithItsHashes() throws IOException {
+    SessionTable t = read(Files.readAllBytes(GOLDEN_V3));
+    assertThat(t.authenticate(4, 11, 12, "CN=tenant-a,O=Idem")).isTrue();
+    assertThat(t.authenticate(4, 11, 13, "CN=tenant-a,O=Idem")).isFalse();
+    assertThat(t.authenticate(8, 15, 16, "CN=anyone")).isTrue();
+    assertThat(t.digest()).isEqualTo(goldenTableV2().digest());
+    for (byte[] bad : corruptions(Files.readAllBytes(GOLDEN_V3))) {
+      assertThatThrownBy(() -> read(bad)).isInstanceOf(SnapshotFormatException.class);
+    }
   }
 
   @Test
@@ -181,11 +214,11 @@ class SnapshotFormatTest {
   @Test
   void unknownVersionAndWrongMagicAreNamed() throws IOException {
     byte[] golden = Files.readAllBytes(GOLDEN);
-    byte[] v3 = golden.clone();
-    v3[7] = 3;
-    assertThatThrownBy(() -> read(v3))
+    byte[] v4 = golden.clone();
+    v4[7] = 4;
+    assertThatThrownBy(() -> read(v4))
         .isInstanceOf(SnapshotFormatException.class)
-        .hasMessageContaining("unsupported session snapshot version 3");
+        .hasMessageContaining("unsupported session snapshot version 4");
     assertThatThrownBy(() -> read("not a snapshot at all".getBytes(StandardCharsets.UTF_8)))
         .isInstanceOf(SnapshotFormatException.class)
         .hasMessageContaining("magic");

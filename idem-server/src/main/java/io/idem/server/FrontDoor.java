@@ -1,7 +1,9 @@
 package io.idem.server;
 
+import com.google.protobuf.ByteString;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
+import io.idem.core.SessionSecret;
 import io.idem.core.SessionTable;
 import io.idem.core.SessionTableConfig;
 import io.idem.proto.AuthCmd;
@@ -122,18 +124,39 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
               .build());
       return;
     }
-    RegisterCmd cmd =
-        RegisterCmd.newBuilder()
-            .setRequest(req)
-            .setSecretHi(random.nextLong())
-            .setSecretLo(random.nextLong())
-            .setPrincipal(principal == null ? "" : principal)
-            .build();
+    // The session's secret: the one a resume presents, or the one the client chose for its new
+    // session; a client that chose none gets one from here. Only its hash goes into the log (from
+    // format 6; format 5 entries, written while the format in force is 5, carried it in clear).
+    long hi = req.getSecretHi();
+    long lo = req.getSecretLo();
+    if (!req.getResume() && hi == 0 && lo == 0) {
+      hi = random.nextLong();
+      lo = random.nextLong();
+    }
+    RegisterCmd.Builder cmd =
+        RegisterCmd.newBuilder().setPrincipal(principal == null ? "" : principal);
+    if (stateMachine.writeFormat() >= ReplicatedState.AUTH_SINCE_VERSION) {
+      cmd.setRequest(req.toBuilder().clearSecretHi().clearSecretLo())
+          .setSecretHash(ByteString.copyFrom(SessionSecret.hash(hi, lo)));
+    } else {
+      cmd.setRequest(req).setSecretHi(hi).setSecretLo(lo);
+    }
+    long secretHi = hi;
+    long secretLo = lo;
     batcher
         .submit(Command.newBuilder().setRegister(cmd).build())
         .whenComplete(
             (result, error) ->
-                answer(reply, error == null ? result.getRegistration() : registerFailure(error)));
+                answer(
+                    reply,
+                    error != null
+                        ? registerFailure(error)
+                        : result.getRegistration().getCode() == Code.OK
+                            ? result.getRegistration().toBuilder()
+                                .setSecretHi(secretHi)
+                                .setSecretLo(secretLo)
+                                .build()
+                            : result.getRegistration()));
   }
 
   private RegisterReply registerFailure(Throwable error) {

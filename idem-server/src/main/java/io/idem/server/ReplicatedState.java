@@ -68,7 +68,8 @@ final class ReplicatedState {
    * <p>Version 6 adds access control: {@code AuthCmd}, the principal of a {@code ConfigureCmd}
    * (only an admin may change the configuration while auth is on), the permission checks of every
    * session operation by its session's principal ({@link AuthState}), and session names per
-   * principal. Inside an entry of version 5 or older none of them applies.
+   * principal. Inside an entry of version 5 or older none of them applies. A version 6 leader also
+   * logs a registration's secret as its hash only ({@code RegisterCmd.secret_hash}).
    */
   static final int LOG_FORMAT_VERSION = 6;
 

@@ -3,6 +3,7 @@ package io.idem.server;
 import io.idem.core.Admission;
 import io.idem.core.Registration;
 import io.idem.core.RejectCode;
+import io.idem.core.SessionSecret;
 import io.idem.core.SessionTable;
 import io.idem.core.SessionTableConfig;
 import io.idem.proto.CloseCmd;
@@ -88,20 +89,26 @@ final class SessionState implements StateSection {
     SessionTable.NameScope scope =
         namesPerPrincipal ? SessionTable.NameScope.PER_PRINCIPAL : SessionTable.NameScope.GLOBAL;
     String name = req.getName().isEmpty() ? null : req.getName();
+    byte[] secretHash;
+    if (!cmd.getSecretHash().isEmpty()) {
+      secretHash = cmd.getSecretHash().toByteArray();
+      if (secretHash.length != SessionSecret.HASH_BYTES) {
+        return RegisterReply.newBuilder()
+            .setCode(Code.INVALID_ARGUMENT)
+            .setMessage("a secret hash has " + SessionSecret.HASH_BYTES + " bytes")
+            .build();
+      }
+    } else if (req.getResume()) {
+      secretHash = SessionSecret.hash(req.getSecretHi(), req.getSecretLo());
+    } else {
+      secretHash = SessionSecret.hash(cmd.getSecretHi(), cmd.getSecretLo());
+    }
     Registration r =
         req.getResume()
-            ? table.resume(
-                name,
-                req.getSecretHi(),
-                req.getSecretLo(),
-                req.getNonce(),
-                cmd.getPrincipal(),
-                now,
-                scope)
+            ? table.resume(name, secretHash, req.getNonce(), cmd.getPrincipal(), now, scope)
             : table.register(
                 clientId,
-                cmd.getSecretHi(),
-                cmd.getSecretLo(),
+                secretHash,
                 name,
                 req.getTtlMs(),
                 req.getNonce(),
@@ -114,8 +121,6 @@ final class SessionState implements StateSection {
           .setClientId(g.clientId())
           .setEpoch(g.epoch())
           .setNextSeq(g.nextSeq())
-          .setSecretHi(g.secretHi())
-          .setSecretLo(g.secretLo())
           .setWindow(table.config().window())
           .setLimits(limits)
           .build();

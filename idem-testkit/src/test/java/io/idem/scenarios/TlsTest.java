@@ -183,7 +183,8 @@ class TlsTest {
         owner.send(1, 1, Operation.newBuilder().setPut(Put.newBuilder().setKey("k")).build());
         assertThat(owner.answerTo(1).getResult().getCode()).isEqualTo(Code.OK);
 
-        // Another tenant that learnt the secret can neither resume (and so fence) the session, whose
+        // Another tenant that learnt the secret can neither resume (and so fence) the session,
+        // whose
         // name is only its registrar's (names are per principal: the other has no "orders")...
         RegisterReply stolen =
             other.register(

@@ -59,7 +59,8 @@ public sealed interface Effect {
   record Fail(SessionMachine.Call call, IdemException error) implements Effect {}
 
   /** Journal: a registration attempt, durable before its Register leaves. */
-  record JournalPending(String name, long nonce, long ttlMs) implements Effect {}
+  record JournalPending(String name, long nonce, long ttlMs, long secretHi, long secretLo)
+      implements Effect {}
 
   /** Journal: the granted identity (durable; forgets what an earlier session had). */
   record JournalIdentity(String name, long clientId, long secretHi, long secretLo, long ttlMs)

@@ -25,11 +25,12 @@ import java.util.zip.CRC32C;
  * was in flight with the same numbers: exactly-once across a client restart.
  *
  * <p>An append-only file of records {@code int length, int crc32c, payload}. Payloads: a pending
- * registration (name, nonce, TTL: written before the Register RPC, so that a crash before the
- * answer can retry the same registration), the identity (name, id, secret, TTL), requests sent
- * (number and operation: made durable before they leave), and requests answered. On open, records
- * are replayed up to the first torn or corrupt one (a crash mid-write tears only the tail), and the
- * file is compacted to what is still needed.
+ * registration (name, nonce, TTL and the secret it chose: written before the Register RPC, so that
+ * a crash before the answer can retry the same registration with the same secret; records written
+ * before the secret was chosen by the client have none), the identity (name, id, secret, TTL),
+ * requests sent (number and operation: made durable before they leave), and requests answered. On
+ * open, records are replayed up to the first torn or corrupt one (a crash mid-write tears only the
+ * tail), and the file is compacted to what is still needed.
  *
  * <p>The file and its temporary copy are created 0600, and a directory created for them 0700 (on a
  * file system with POSIX permissions): the file holds the session's secret. Every open rewrites the
@@ -43,14 +44,26 @@ public final class IdentityJournal implements AutoCloseable {
   private static final byte IDENTITY = 2;
   private static final byte SENT = 3;
   private static final byte DONE = 4;
+
+  /** A pending registration with the secret it chose (PENDING's payload and two longs). */
+  private static final byte PENDING_WITH_SECRET = 5;
+
   private static final int MAX_RECORD = 64 << 20;
   private static final long COMPACT_BYTES = 4 << 20;
 
   /** The identity of a registered session. */
   public record Identity(String name, long clientId, long secretHi, long secretLo, long ttlMs) {}
 
-  /** A registration sent but not yet answered. */
-  public record Pending(String name, long nonce, long ttlMs) {}
+  /**
+   * A registration sent but not yet answered, with the secret it chose for the new session (0 with
+   * 0: none, the leader chose).
+   */
+  public record Pending(String name, long nonce, long ttlMs, long secretHi, long secretLo) {
+    /** A registration that chose no secret. */
+    public Pending(String name, long nonce, long ttlMs) {
+      this(name, nonce, ttlMs, 0, 0);
+    }
+  }
 
   private final Path file;
   private FileChannel channel;
@@ -86,10 +99,19 @@ public final class IdentityJournal implements AutoCloseable {
     return Collections.unmodifiableSortedMap(outstanding);
   }
 
-  /** Durably records a registration attempt before it is sent. */
+  /** Durably records a registration attempt that chose no secret, before it is sent. */
   public void pendingRegistration(String name, long nonce, long ttlMs) throws IOException {
-    pending = new Pending(name, nonce, ttlMs);
-    append(PENDING, pendingBody(pending));
+    pendingRegistration(name, nonce, ttlMs, 0, 0);
+  }
+
+  /**
+   * Durably records a registration attempt and the secret it chose for the new session, before it
+   * is sent.
+   */
+  public void pendingRegistration(String name, long nonce, long ttlMs, long secretHi, long secretLo)
+      throws IOException {
+    pending = new Pending(name, nonce, ttlMs, secretHi, secretLo);
+    append(PENDING_WITH_SECRET, pendingBody(pending));
     sync();
   }
 
@@ -163,6 +185,8 @@ public final class IdentityJournal implements AutoCloseable {
       writeString(out, p.name());
       out.writeLong(p.nonce());
       out.writeLong(p.ttlMs());
+      out.writeLong(p.secretHi());
+      out.writeLong(p.secretLo());
     };
   }
 
@@ -206,7 +230,7 @@ public final class IdentityJournal implements AutoCloseable {
     Path tmp = file.resolveSibling(file.getFileName() + ".tmp");
     ByteArrayOutputStream all = new ByteArrayOutputStream();
     if (pending != null) {
-      all.write(record(PENDING, pendingBody(pending)));
+      all.write(record(PENDING_WITH_SECRET, pendingBody(pending)));
     }
     if (identity != null) {
       all.write(record(IDENTITY, identityBody(identity)));
@@ -250,6 +274,10 @@ public final class IdentityJournal implements AutoCloseable {
   private void apply(DataInputStream in) throws IOException {
     switch (in.readByte()) {
       case PENDING -> pending = new Pending(readString(in), in.readLong(), in.readLong());
+      case PENDING_WITH_SECRET ->
+          pending =
+              new Pending(
+                  readString(in), in.readLong(), in.readLong(), in.readLong(), in.readLong());
       case IDENTITY -> {
         identity =
             new Identity(

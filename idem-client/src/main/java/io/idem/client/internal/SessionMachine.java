@@ -136,12 +136,23 @@ public final class SessionMachine {
    *
    * @param identity the session to resume, or null
    * @param pendingNonce a registration attempt sent without learning its answer, or 0
+   * @param pendingSecretHi the secret that attempt chose (0 with 0: it let the leader choose)
+   * @param pendingSecretLo its low 64 bits
    * @param outstanding requests sent and not answered, by number
    */
   public record Recovery(
-      Identity identity, long pendingNonce, SortedMap<Long, Operation> outstanding) {
+      Identity identity,
+      long pendingNonce,
+      long pendingSecretHi,
+      long pendingSecretLo,
+      SortedMap<Long, Operation> outstanding) {
     /** Nothing to recover. */
     public static final Recovery NONE = new Recovery(null, 0, new TreeMap<>());
+
+    /** A recovery whose pending attempt (if any) chose no secret. */
+    public Recovery(Identity identity, long pendingNonce, SortedMap<Long, Operation> outstanding) {
+      this(identity, pendingNonce, 0, 0, outstanding);
+    }
   }
 
   /** One call from the application. The machine never completes its future: effects do. */
@@ -204,6 +215,11 @@ public final class SessionMachine {
 
   // The registration attempt: its nonce is kept across retries, so a retry is never a second one.
   private long nonce;
+
+  /** The secret the current registration attempt chose for a new session (with {@link #nonce}). */
+  private long pendingSecretHi;
+
+  private long pendingSecretLo;
   private RegisterRequest registerRequest;
 
   // The connection.
@@ -251,6 +267,10 @@ public final class SessionMachine {
     this.window = settings.window();
     this.identity = recovery.identity();
     this.nonce = recovery.identity() == null ? recovery.pendingNonce() : 0;
+    if (nonce != 0) {
+      this.pendingSecretHi = recovery.pendingSecretHi();
+      this.pendingSecretLo = recovery.pendingSecretLo();
+    }
     for (Map.Entry<Long, Operation> e : recovery.outstanding().entrySet()) {
       Call c = new Call(e.getValue(), Long.MAX_VALUE);
       c.seq = e.getKey();
@@ -633,10 +653,16 @@ public final class SessionMachine {
     RegisterRequest.Builder req = RegisterRequest.newBuilder().setTtlMs(settings.sessionTtlMs());
     if (nonce == 0) {
       nonce = nextNonce();
+      // The client chooses the new session's secret with the attempt, and sends both again on a
+      // retry: the server keeps only the secret's hash, so it could not hand a lost one back.
+      pendingSecretHi = nextNonce();
+      pendingSecretLo = nextNonce();
       if (identity == null && settings.durable()) {
         // Durable before it leaves: a restarted instance resends this very attempt, so a success
         // it had is returned rather than a second session opened.
-        effects.add(new Effect.JournalPending(settings.name(), nonce, settings.sessionTtlMs()));
+        effects.add(
+            new Effect.JournalPending(
+                settings.name(), nonce, settings.sessionTtlMs(), pendingSecretHi, pendingSecretLo));
       }
     }
     if (identity != null) {
@@ -644,8 +670,11 @@ public final class SessionMachine {
           .setResume(true)
           .setSecretHi(identity.secretHi())
           .setSecretLo(identity.secretLo());
-    } else if (settings.name() != null) {
-      req.setName(settings.name());
+    } else {
+      req.setSecretHi(pendingSecretHi).setSecretLo(pendingSecretLo);
+      if (settings.name() != null) {
+        req.setName(settings.name());
+      }
     }
     registerRequest = req.setNonce(nonce).build();
     effects.add(new Effect.Register(nonce, currentAddress(), registerRequest));

@@ -62,6 +62,22 @@ class IdentityJournalTest {
   }
 
   @Test
+  void aPendingRegistrationKeepsTheSecretItChose() throws Exception {
+    Path file = dir.resolve("w.id");
+    try (IdentityJournal j = IdentityJournal.open(file)) {
+      j.pendingRegistration("w", 1234, 60_000, 0x1111L, 0x2222L);
+    }
+    try (IdentityJournal j = IdentityJournal.open(file)) {
+      assertThat(j.pending())
+          .isEqualTo(new IdentityJournal.Pending("w", 1234, 60_000, 0x1111L, 0x2222L));
+    }
+    // Open rewrote it; it reads back the same again.
+    try (IdentityJournal j = IdentityJournal.open(file)) {
+      assertThat(j.pending().secretHi()).isEqualTo(0x1111L);
+    }
+  }
+
+  @Test
   void tornTailIsIgnoredAndEverythingBeforeItKept() throws Exception {
     Path file = dir.resolve("w.id");
     try (IdentityJournal j = IdentityJournal.open(file)) {

@@ -272,16 +272,19 @@ class LossyNetworkProperties {
 
     RegisterReply register(RegisterRequest req) {
       long id = nextClientId++;
-      Registration g =
-          table.register(id, id * 31, id * 37, null, req.getTtlMs(), req.getNonce(), nowMs());
+      // As the front door does: the client's secret, or one chosen here if it sent none.
+      boolean chosen = req.getSecretHi() != 0 || req.getSecretLo() != 0;
+      long hi = chosen ? req.getSecretHi() : id * 31;
+      long lo = chosen ? req.getSecretLo() : id * 37;
+      Registration g = table.register(id, hi, lo, null, req.getTtlMs(), req.getNonce(), nowMs());
       if (g instanceof Registration.Granted ok) {
         return RegisterReply.newBuilder()
             .setCode(Code.OK)
             .setClientId(ok.clientId())
             .setEpoch(ok.epoch())
             .setNextSeq(ok.nextSeq())
-            .setSecretHi(ok.secretHi())
-            .setSecretLo(ok.secretLo())
+            .setSecretHi(hi)
+            .setSecretLo(lo)
             .setWindow(serverWindow)
             .build();
       }

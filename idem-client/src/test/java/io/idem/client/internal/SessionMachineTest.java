@@ -788,6 +788,34 @@ class SessionMachineTest {
     }
 
     @Test
+    void aNewSessionsSecretIsChosenHereJournaledAndResentWithEveryRetryOfTheAttempt() {
+      MachineHarness h = MachineHarness.durable(4, SessionMachine.Recovery.NONE);
+      h.submit("v1");
+      List<Effect> e = h.effects();
+      Effect.JournalPending journaled = only(e, Effect.JournalPending.class);
+      Effect.Register first = only(e, Effect.Register.class);
+      assertThat(first.request().getSecretHi()).isNotZero().isEqualTo(journaled.secretHi());
+      assertThat(first.request().getSecretLo()).isNotZero().isEqualTo(journaled.secretLo());
+      h.m.registerFailed(first.nonce(), h.now); // the answer was lost: the same attempt again
+      h.now += 10_000 * MachineHarness.MS;
+      h.m.tick(h.now);
+      Effect.Register retry = only(h.effects(), Effect.Register.class);
+      assertThat(retry.request()).isEqualTo(first.request());
+    }
+
+    @Test
+    void aPendingRegistrationIsRetriedWithTheSecretItChose() {
+      MachineHarness h =
+          MachineHarness.durable(
+              4, new SessionMachine.Recovery(null, 777, 41, 42, new TreeMap<>()));
+      h.submit("v1");
+      Effect.Register r = only(h.effects(), Effect.Register.class);
+      assertThat(r.nonce()).isEqualTo(777);
+      assertThat(r.request().getSecretHi()).isEqualTo(41);
+      assertThat(r.request().getSecretLo()).isEqualTo(42);
+    }
+
+    @Test
     void aPendingRegistrationFromAPreviousInstanceIsRetriedWithItsNonce() {
       MachineHarness h =
           MachineHarness.durable(4, new SessionMachine.Recovery(null, 777, new TreeMap<>()));
