@@ -5,9 +5,18 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
+import com.sun.net.httpserver.HttpsConfigurator;
+import com.sun.net.httpserver.HttpsExchange;
+import com.sun.net.httpserver.HttpsParameters;
+import com.sun.net.httpserver.HttpsServer;
 import io.grpc.ManagedChannel;
 import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.shaded.io.netty.handler.ssl.ClientAuth;
+import io.grpc.netty.shaded.io.netty.handler.ssl.JdkSslContext;
+import io.grpc.netty.shaded.io.netty.handler.ssl.SslContext;
+import io.grpc.netty.shaded.io.netty.handler.ssl.SslContextBuilder;
+import io.grpc.netty.shaded.io.netty.handler.ssl.SslProvider;
 import io.idem.core.SessionInfo;
 import io.idem.proto.IdemGrpc;
 import io.idem.proto.Member;
@@ -28,6 +37,8 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 import java.util.function.Supplier;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLParameters;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -42,8 +53,10 @@ import org.slf4j.LoggerFactory;
  *   <li>{@code GET /}: the status page, plain HTML and JavaScript that polls {@code /api/status}.
  * </ul>
  *
- * Read-only: nothing here changes the cluster. It listens where the operator says; bind it to a
- * private address.
+ * Read-only: nothing here changes the cluster. On a node with TLS it serves HTTPS and requires a
+ * client certificate that the node's CA signed, and it lists sessions only to a caller whose
+ * certificate's principal holds the role admin (or to anyone while auth is off). Without TLS it has
+ * no way to tell callers apart, so {@link ServerConfig} keeps it on a loopback address.
  */
 final class AdminServer implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(AdminServer.class);
@@ -56,6 +69,7 @@ final class AdminServer implements AutoCloseable {
   private final TlsFiles tls; // the node's own, to ask its peers' client ports; null: plaintext
   private final Supplier<StatusReply> self;
   private final Function<Integer, List<SessionInfo>> largestSessions;
+  private final java.util.function.Predicate<String> isAdmin;
   private final Map<String, ManagedChannel> channels = new ConcurrentHashMap<>();
   private final ObjectMapper json = new ObjectMapper();
   private final byte[] page;
@@ -63,8 +77,10 @@ final class AdminServer implements AutoCloseable {
   /**
    * Listens on {@code address} (host:port; port 0 picks one).
    *
+   * @param tls the node's TLS files: HTTPS with client certificates; null: plain HTTP
    * @param self this node's status
    * @param largestSessions the n sessions saving the most responses
+   * @param isAdmin whether a principal ("" without a certificate) may see session details
    * @throws IOException if the address cannot be bound
    */
   AdminServer(
@@ -72,12 +88,14 @@ final class AdminServer implements AutoCloseable {
       ServerMetrics metrics,
       TlsFiles tls,
       Supplier<StatusReply> self,
-      Function<Integer, List<SessionInfo>> largestSessions)
+      Function<Integer, List<SessionInfo>> largestSessions,
+      java.util.function.Predicate<String> isAdmin)
       throws IOException {
     this.metrics = metrics;
     this.tls = tls;
     this.self = self;
     this.largestSessions = largestSessions;
+    this.isAdmin = isAdmin;
     try (InputStream in = AdminServer.class.getResourceAsStream("status.html")) {
       if (in == null) {
         throw new IOException("the status page is missing from the jar");
@@ -85,11 +103,25 @@ final class AdminServer implements AutoCloseable {
       this.page = in.readAllBytes();
     }
     int colon = address.lastIndexOf(':');
-    this.http =
-        HttpServer.create(
-            new InetSocketAddress(
-                address.substring(0, colon), Integer.parseInt(address.substring(colon + 1))),
-            16);
+    InetSocketAddress bind =
+        new InetSocketAddress(
+            address.substring(0, colon), Integer.parseInt(address.substring(colon + 1)));
+    if (tls == null) {
+      this.http = HttpServer.create(bind, 16);
+    } else {
+      HttpsServer https = HttpsServer.create(bind, 16);
+      SSLContext context = sslContext(tls);
+      https.setHttpsConfigurator(
+          new HttpsConfigurator(context) {
+            @Override
+            public void configure(HttpsParameters params) {
+              SSLParameters p = context.getDefaultSSLParameters();
+              p.setNeedClientAuth(true);
+              params.setSSLParameters(p);
+            }
+          });
+      this.http = https;
+    }
     this.threads =
         Executors.newFixedThreadPool(
             2,
@@ -103,6 +135,24 @@ final class AdminServer implements AutoCloseable {
     http.createContext("/api/status", x -> answer(x, this::statusBody));
     http.createContext("/", x -> answer(x, this::pageBody));
     http.start();
+  }
+
+  /**
+   * A JDK {@link SSLContext} for the node's PEM files and CA, through Netty's JDK provider (which
+   * reads PEM chains and PKCS#8 keys).
+   */
+  private static SSLContext sslContext(TlsFiles tls) throws IOException {
+    try {
+      SslContext netty =
+          SslContextBuilder.forServer(tls.certificateChain().toFile(), tls.privateKey().toFile())
+              .trustManager(tls.trustedCertificates().toFile())
+              .clientAuth(ClientAuth.REQUIRE)
+              .sslProvider(SslProvider.JDK)
+              .build();
+      return ((JdkSslContext) netty).context();
+    } catch (javax.net.ssl.SSLException | IllegalArgumentException e) {
+      throw new IOException("cannot use the TLS files " + tls + ": " + e.getMessage(), e);
+    }
   }
 
   /** The port it listens on. */
@@ -212,8 +262,12 @@ final class AdminServer implements AutoCloseable {
         }
       }
     }
+    String caller = x instanceof HttpsExchange e ? principal(e.getSSLSession()) : "";
+    boolean details = isAdmin.test(caller);
+    root.put("sessionDetails", details);
     ArrayNode largest = root.putArray("largestSessions");
-    for (SessionInfo s : largestSessions.apply(LARGEST_SESSIONS)) {
+    for (SessionInfo s :
+        details ? largestSessions.apply(LARGEST_SESSIONS) : List.<SessionInfo>of()) {
       ObjectNode o = largest.addObject();
       o.put("clientId", s.clientId());
       o.put("name", s.name());
@@ -222,6 +276,12 @@ final class AdminServer implements AutoCloseable {
       o.put("ttlMs", s.ttlMs());
     }
     return new Body(200, "application/json", json.writeValueAsBytes(root));
+  }
+
+  /** The subject of the verified client certificate of {@code session}, or "". */
+  private static String principal(javax.net.ssl.SSLSession session) {
+    String p = ClientPrincipal.of(session);
+    return p == null ? "" : p;
   }
 
   private StatusReply peer(String clientAddress) {

@@ -127,7 +127,8 @@ public final class IdemServer implements AutoCloseable {
                 metrics,
                 config.tls(),
                 this::status,
-                n -> stateMachine.inspect(s -> s.sessions.largest(n)));
+                n -> stateMachine.inspect(s -> s.sessions.largest(n)),
+                principal -> stateMachine.adminDenial(principal, "see sessions") == null);
       } catch (IOException | RuntimeException e) {
         grpc.shutdownNow();
         batcher.close();

@@ -42,7 +42,8 @@ import java.util.List;
  *     authOff}; refused without TLS (no caller would have a principal).
  * @param authOff with TLS, bootstrap a cluster without access control: every client may do anything
  * @param adminAddress host:port of the admin HTTP endpoint ({@code /metrics}, the status page);
- *     empty: none. Port 0 picks a free port ({@link IdemServer#adminPort}).
+ *     empty: none. Port 0 picks a free port ({@link IdemServer#adminPort}). With TLS it serves
+ *     HTTPS and requires client certificates; without TLS it must be a loopback address.
  * @param join the node joins an existing cluster as a new member: it starts with no members,
  *     neither votes nor campaigns, and waits for a membership change that adds it ({@code idem
  *     member add}); {@code peers} then holds only this node. Ignored once its data directory holds
@@ -181,6 +182,13 @@ public record ServerConfig(
     adminAddress = adminAddress == null ? "" : adminAddress;
     if (!adminAddress.isEmpty()) {
       checkAddress("admin address", adminAddress);
+      if (tls == null && !loopback(adminAddress)) {
+        throw new IllegalArgumentException(
+            "the admin address "
+                + adminAddress
+                + " is not a loopback address: without TLS the admin port cannot tell who asks,"
+                + " and it lists sessions; bind it to 127.0.0.1, or give the node TLS files");
+      }
     }
   }
 
@@ -214,6 +222,19 @@ public record ServerConfig(
       return java.nio.file.Files.mismatch(a, b) == -1;
     } catch (java.io.IOException e) {
       throw new IllegalArgumentException("cannot compare " + a + " with " + b + ": " + e, e);
+    }
+  }
+
+  /** Whether {@code hostPort}'s host is a loopback address (127.0.0.0/8, ::1, localhost). */
+  private static boolean loopback(String hostPort) {
+    String host = hostPort.substring(0, hostPort.lastIndexOf(':'));
+    if (host.startsWith("[") && host.endsWith("]")) {
+      host = host.substring(1, host.length() - 1);
+    }
+    try {
+      return java.net.InetAddress.getByName(host).isLoopbackAddress();
+    } catch (java.net.UnknownHostException e) {
+      return false;
     }
   }
 
