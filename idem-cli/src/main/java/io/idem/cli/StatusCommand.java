@@ -2,9 +2,12 @@ package io.idem.cli;
 
 import io.idem.client.ClusterStatus;
 import io.idem.client.IdemClient;
+import java.io.PrintWriter;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Spec;
 
 /** {@code idem status}: what every listed node says about itself and the cluster. */
 @Command(
@@ -13,12 +16,14 @@ import picocli.CommandLine.Mixin;
     description = "Members, leader, term, applied index, live sessions, duplicates suppressed.")
 final class StatusCommand implements Callable<Integer> {
   @Mixin ClientOptions options;
+  @Spec CommandSpec spec;
 
   @Override
   public Integer call() {
+    PrintWriter out = spec.commandLine().getOut();
     int reachable = 0;
     String format = "%-6s %-10s %6s %-8s %10s %9s %11s %8s %12s %7s %12s  %s%n";
-    System.out.printf(
+    out.printf(
         format,
         "node",
         "role",
@@ -33,6 +38,8 @@ final class StatusCommand implements Callable<Integer> {
         "cmds/entry",
         "digest@snapshot");
     ClusterStatus any = null;
+    StringBuilder maxFormats = new StringBuilder();
+    long skipped = 0;
     for (String server : options.servers.split(",")) {
       if (server.isBlank()) {
         continue;
@@ -45,12 +52,14 @@ final class StatusCommand implements Callable<Integer> {
               .build()) {
         ClusterStatus s = c.status();
         any = s;
+        maxFormats.append(' ').append(s.id()).append('=').append(s.maxLogFormat());
+        skipped += s.entriesSkipped();
         reachable++;
         String perEntry =
             s.entriesAppended() == 0
                 ? "-"
                 : String.format("%.1f", s.commandsAppended() / (double) s.entriesAppended());
-        System.out.printf(
+        out.printf(
             format,
             s.id(),
             s.role(),
@@ -69,18 +78,28 @@ final class StatusCommand implements Callable<Integer> {
                     + "@"
                     + s.digestIndex());
       } catch (RuntimeException e) {
-        System.out.printf("%-22s unreachable: %s%n", server.trim(), Errors.oneLine(e));
+        out.printf("%-22s unreachable: %s%n", server.trim(), Errors.oneLine(e));
       }
     }
     if (any != null) {
-      System.out.print("members:");
-      any.members().forEach(m -> System.out.print(" " + m.id() + "=" + m.clientAddress()));
-      System.out.println();
-      System.out.println(
-          "config revision: " + any.config().revision() + " (idem config show prints it)");
+      out.print("members:");
+      any.members().forEach(m -> out.print(" " + m.id() + "=" + m.clientAddress()));
+      out.println();
+      out.println("config revision: " + any.config().revision() + " (idem config show prints it)");
+      out.println(
+          "log-format: "
+              + (any.logFormat() == 0 ? "not configured" : any.logFormat())
+              + "; max-log-format:"
+              + maxFormats
+              + (skipped == 0 ? "" : "; entries skipped as undecodable: " + skipped));
+      out.println(
+          any.authEnabled()
+              ? "auth: on"
+              : "auth: OFF: anyone who reaches the client port may do anything, reconfigure the"
+                  + " cluster included (docs/SECURITY.md)");
     }
     if (reachable == 0) {
-      System.err.println("idem: no server reachable at " + options.servers);
+      spec.commandLine().getErr().println("idem: no server reachable at " + options.servers);
       return 1;
     }
     return 0;

@@ -26,6 +26,11 @@ import java.util.List;
  * @param logStartIndex the first index still in this server's log
  * @param config the replicated configuration this server applied
  * @param keyRecords idempotency-key records in the replicated key table, in progress or completed
+ * @param logFormat the log format in force, the version leaders write (0: not configured yet)
+ * @param maxLogFormat the newest log format this server's code applies
+ * @param authEnabled whether access control is on; off, anyone who reaches the client port may do
+ *     anything
+ * @param entriesSkipped log entries this server applied as no-ops because it could not decode them
  *     (0 from servers older than the field)
  */
 public record ClusterStatus(
@@ -47,7 +52,11 @@ public record ClusterStatus(
     long commandsAppended,
     long logStartIndex,
     ClusterConfig config,
-    long keyRecords) {
+    long keyRecords,
+    int logFormat,
+    int maxLogFormat,
+    boolean authEnabled,
+    long entriesSkipped) {
 
   /**
    * A member of the cluster.

@@ -750,7 +750,11 @@ public final class IdemClient implements AutoCloseable {
             s.getSessions().getMaxTtlMs(),
             s.getSessions().getMaxNameChars(),
             s.getConfigRevision()),
-        s.getKeyRecords());
+        s.getKeyRecords(),
+        s.getLogFormat(),
+        s.getMaxLogFormat(),
+        s.getAuthEnabled(),
+        s.getEntriesSkipped());
   }
 
   /**

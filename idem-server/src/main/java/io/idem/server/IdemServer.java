@@ -74,7 +74,7 @@ public final class IdemServer implements AutoCloseable {
             stateMachine::bootstrapCommand,
             stateMachine::writeFormat,
             "idem-batcher-" + config.id());
-    this.membership = new Membership(raft, a -> probe(a, config.tls()));
+    this.membership = new Membership(raft, a -> probe(a, config.tls()), stateMachine::writeFormat);
     FrontDoor door =
         new FrontDoor(
             raft,

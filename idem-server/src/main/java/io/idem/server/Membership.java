@@ -43,6 +43,7 @@ final class Membership {
 
   private final RaftNode raft;
   private final Function<String, StatusReply> probe;
+  private final java.util.function.IntSupplier formatInForce;
 
   /** Runs the checks that block (the probe, cancelling a stuck change) off the gRPC threads. */
   private final ExecutorService worker =
@@ -58,8 +59,19 @@ final class Membership {
    *     #PROBE_TIMEOUT_MS}), throwing if it does not answer
    */
   Membership(RaftNode raft, Function<String, StatusReply> probe) {
+    this(raft, probe, () -> 0);
+  }
+
+  /**
+   * @param formatInForce the log format leaders write: a new member's code must apply it
+   */
+  Membership(
+      RaftNode raft,
+      Function<String, StatusReply> probe,
+      java.util.function.IntSupplier formatInForce) {
     this.raft = raft;
     this.probe = probe;
+    this.formatInForce = formatInForce;
   }
 
   void close() {
@@ -173,11 +185,11 @@ final class Membership {
                     + "): every member must run code that applies log format "
                     + version;
               }
-              if (s.getMaxLogFormat() < version) {
+              if (maxLogFormat(s) < version) {
                 return "member "
                     + m.getId()
                     + " applies log formats up to "
-                    + s.getMaxLogFormat()
+                    + maxLogFormat(s)
                     + ", not "
                     + version
                     + ": upgrade it first";
@@ -189,6 +201,14 @@ final class Membership {
     } catch (java.util.concurrent.RejectedExecutionException e) {
       return CompletableFuture.completedFuture("this node is stopping");
     }
+  }
+
+  /**
+   * The newest log format a node's code applies, from its status: code older than the field applies
+   * up to {@link FormatState#BEFORE_THE_GATE}.
+   */
+  static int maxLogFormat(StatusReply s) {
+    return s.getMaxLogFormat() == 0 ? FormatState.BEFORE_THE_GATE : s.getMaxLogFormat();
   }
 
   /**
@@ -213,6 +233,14 @@ final class Membership {
     }
     if (!s.getId().equals(m.getId())) {
       return "the node at " + m.getClientAddress() + " is " + s.getId() + ", not " + m.getId();
+    }
+    if (maxLogFormat(s) < formatInForce.getAsInt()) {
+      return m.getId()
+          + " applies log formats up to "
+          + maxLogFormat(s)
+          + ", below the format in force ("
+          + formatInForce.getAsInt()
+          + "): upgrade it first";
     }
     if (s.getMembersCount() > 0) {
       return "the node at "

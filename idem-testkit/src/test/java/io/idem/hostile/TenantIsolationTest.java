@@ -214,6 +214,15 @@ class TenantIsolationTest {
               .setLimits(Limits.newBuilder().setMaxValueBytes(512 * 1024))
               .build();
       assertThat(admin.configure(grow).getCode()).isEqualTo(Code.OK);
+      // No member's code applies format 7: the leader asks them all and refuses.
+      io.idem.proto.ConfigureReply tooNew =
+          admin.configure(ConfigureRequest.newBuilder().setLogFormat(7).build());
+      assertThat(tooNew.getCode()).isEqualTo(Code.INVALID_ARGUMENT);
+      assertThat(tooNew.getMessage()).contains("applies log formats up to 6, not 7");
+    }
+    try (RawSession a = raw("tenant-a")) {
+      assertThat(a.configure(ConfigureRequest.newBuilder().setLogFormat(6).build()).getCode())
+          .isEqualTo(Code.PERMISSION_DENIED);
     }
     cluster.awaitEqualDigests(Duration.ofSeconds(30));
     for (int i = 0; i < cluster.size(); i++) {
