@@ -25,7 +25,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Enumeration;
-import java.util.HexFormat;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
@@ -202,8 +201,8 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
           response, instance, 400, "key-malformed", "Idempotency-Key malformed", e.getMessage());
       return;
     }
-    String scope = scope(request);
-    if (scope == null) {
+    CallerScope caller = caller(request);
+    if (caller == null) {
       problem(
           response,
           instance,
@@ -230,7 +229,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
         response,
         chain,
         policy,
-        new IdempotencyKey(scope, keyText),
+        new IdempotencyKey(caller.encoded(), keyText),
         fingerprint(request, body),
         instance);
   }
@@ -434,28 +433,23 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     response.getOutputStream().write(stored.body());
   }
 
-  /** The key's scope: the principal, else the scope header, else the anonymous scope, else null. */
-  private String scope(HttpServletRequest request) {
+  /**
+   * The key's caller: the principal, else the scope header, else the anonymous scope, else null.
+   */
+  private CallerScope caller(HttpServletRequest request) {
     Principal p = request.getUserPrincipal();
     if (p != null && p.getName() != null && !p.getName().isEmpty()) {
-      return bounded("principal:", p.getName());
+      return new CallerScope(CallerScope.Source.PRINCIPAL, p.getName());
     }
     if (scopeHeader != null) {
       String v = request.getHeader(scopeHeader);
       if (v != null && !v.isBlank()) {
-        return bounded("header:", v.strip());
+        return new CallerScope(CallerScope.Source.HEADER, v.strip());
       }
     }
-    return anonymousScope;
-  }
-
-  /** Prefix plus value, or the value's SHA-256 when that would exceed the scope's 255 chars. */
-  private static String bounded(String prefix, String value) {
-    String s = prefix + value;
-    if (s.length() <= IdempotencyKey.MAX_CHARS) {
-      return s;
-    }
-    return prefix + "sha256:" + HexFormat.of().formatHex(sha256(value.getBytes(UTF_8)));
+    return anonymousScope == null
+        ? null
+        : new CallerScope(CallerScope.Source.ANONYMOUS, anonymousScope);
   }
 
   private static final java.nio.charset.Charset UTF_8 = StandardCharsets.UTF_8;
