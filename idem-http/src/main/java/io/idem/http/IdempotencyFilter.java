@@ -42,7 +42,13 @@ import java.util.Set;
  *   <li>No {@code Idempotency-Key}: 400 if the policy requires one, else the request runs as if
  *       there were no filter. A key that is not an RFC 8941 string of 1 to 255 characters: 400.
  *   <li>The key's scope is the caller: the request's principal, else the configured scope header,
- *       else the configured anonymous scope; with none of them, 400 (never a global key space).
+ *       else the configured anonymous scope; with none of them, 400 (never a global key space). The
+ *       scope is {@code principal:}, {@code header:} or {@code anonymous:}, then {@code v:} and the
+ *       name as it is, or {@code h:} and the hex SHA-256 of the name if that would not fit 255
+ *       characters (or the name has an unpaired surrogate). No name a caller sends can spell
+ *       another caller's scope, whatever its length or content ({@code CallerScope} gives the
+ *       argument). A key is found only under the scope string it was stored with: a filter that
+ *       writes scopes otherwise does not see this one's keys, and their retries run again.
  *   <li>A body longer than the bound: 413. The fingerprint is the SHA-256 of the method, the
  *       request target (path and query) and the body's SHA-256.
  *   <li>The store decides: a key used with another fingerprint, 422; a key still in progress, 409
@@ -604,7 +610,8 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
 
     /**
      * The scope of requests with neither a principal nor the scope header, for a service whose
-     * callers are not told apart. Default none: such requests get 400.
+     * callers are not told apart; stored as {@code anonymous:v:} + scope, apart from every named
+     * caller's. Default none: such requests get 400.
      */
     public Builder anonymousScope(String scope) {
       if (scope != null && scope.length() > IdempotencyKey.MAX_CHARS) {

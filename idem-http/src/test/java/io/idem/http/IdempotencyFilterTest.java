@@ -17,8 +17,10 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.security.MessageDigest;
 import java.time.Duration;
 import java.util.Base64;
+import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.UUID;
@@ -356,6 +358,30 @@ class IdempotencyFilterTest {
   }
 
   @Test
+  void aScopeHeaderSpellingTheDigestOfAnotherCallersLongScopeIsAnotherCaller() throws Exception {
+    String longTenant = "tenant-" + "x".repeat(300);
+    // What the filter once wrote for a scope too long to keep: the prefix, "sha256:" and the hex
+    // of the value's SHA-256; a header of exactly that after the prefix fits and is kept as sent.
+    String digestForm =
+        "sha256:"
+            + HexFormat.of()
+                .formatHex(
+                    MessageDigest.getInstance("SHA-256")
+                        .digest(longTenant.getBytes(StandardCharsets.UTF_8)));
+    String key = newKey();
+    HttpResponse<String> a = send(post("/alias", key, "p").setHeader("X-Tenant", longTenant));
+    HttpResponse<String> b = send(post("/alias", key, "p").setHeader("X-Tenant", digestForm));
+    HttpResponse<String> aAgain = send(post("/alias", key, "p").setHeader("X-Tenant", longTenant));
+    assertThat(a.statusCode()).isEqualTo(201);
+    assertThat(b.statusCode()).isEqualTo(201);
+    assertThat(b.headers().firstValue("Idempotent-Replayed")).isEmpty(); // not a's answer
+    assertThat(b.body()).isNotEqualTo(a.body());
+    assertThat(aAgain.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(aAgain.body()).isEqualTo(a.body());
+    assertThat(runsOf("/alias")).isEqualTo(2);
+  }
+
+  @Test
   void a5xxReleasesTheKeySoThatARetryRunsAgain() throws Exception {
     flakyFailuresLeft.set(1);
     String key = newKey();
@@ -483,8 +509,11 @@ class IdempotencyFilterTest {
     client.put("balance/broken", "not a number");
     String k2 = newKey();
     assertProblem(send(post("/effect", k2, "broken")), 409, "effect-refused");
-    assertThat(client.getKey("header:t1", unquote(k2))).isEmpty();
+    assertThat(client.getKey(T1, unquote(k2))).isEmpty();
   }
+
+  /** The scope of the requests that {@link #post} makes: {@code X-Tenant: t1}. */
+  static final String T1 = new CallerScope(CallerScope.Source.HEADER, "t1").encoded();
 
   static String unquote(String sfString) {
     return sfString.substring(1, sfString.length() - 1);
