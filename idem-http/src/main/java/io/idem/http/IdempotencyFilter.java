@@ -49,6 +49,8 @@ import java.util.Set;
  *       another caller's scope, whatever its length or content ({@code CallerScope} gives the
  *       argument). A key is found only under the scope string it was stored with: a filter that
  *       writes scopes otherwise does not see this one's keys, and their retries run again.
+ *   <li>A {@code Content-Type} whose charset is not a legal charset name or not known to the JVM:
+ *       415, before the body is read or any key taken.
  *   <li>A body longer than the bound: 413. The fingerprint is the SHA-256 of the method, the
  *       request target (path and query) and the body's SHA-256.
  *   <li>The store decides: a key used with another fingerprint, 422; a key still in progress, 409
@@ -217,6 +219,19 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
           "No caller to scope the key to",
           "idempotency keys belong to a caller: authenticate"
               + (scopeHeader == null ? "" : ", or send the " + scopeHeader + " header"));
+      return;
+    }
+    String encoding = request.getCharacterEncoding();
+    if (encoding != null && BufferedRequest.charsetOrNull(encoding) == null) {
+      problem(
+          response,
+          instance,
+          415,
+          "charset-unsupported",
+          "Request charset not supported",
+          "the charset of the request's Content-Type ("
+              + clip(encoding)
+              + ") is not a legal charset name or not known here; send the body in UTF-8");
       return;
     }
     byte[] body = readBody(request);
@@ -459,6 +474,11 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
   }
 
   private static final java.nio.charset.Charset UTF_8 = StandardCharsets.UTF_8;
+
+  /** {@code s}, cut to 64 characters for a problem's detail. */
+  private static String clip(String s) {
+    return s.length() <= 64 ? s : s.substring(0, 64) + "...";
+  }
 
   private static String fieldValue(HttpServletRequest request) {
     Enumeration<String> lines = request.getHeaders(KeyHeader.NAME);
