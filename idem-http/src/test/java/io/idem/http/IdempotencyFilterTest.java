@@ -29,6 +29,7 @@ import java.util.Base64;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
@@ -182,6 +183,12 @@ class IdempotencyFilterTest {
           resp.getWriter().write("bank unreachable, run " + run);
           return;
         }
+      }
+      if (path.startsWith("/response-charset")) {
+        resp.setStatus(201);
+        resp.setContentType("text/plain; charset=bogus");
+        resp.getWriter().write("run " + run + ", caf\u00e9");
+        return;
       }
       if (path.startsWith("/declined")) {
         resp.sendError(402, "card declined, run " + run);
@@ -463,6 +470,21 @@ class IdempotencyFilterTest {
     assertThat(fine.headers().firstValue("Idempotent-Replayed")).isEmpty();
     assertThat(fine.body()).contains("\"form\":\"1\"");
     assertThat(runsOf("/charset/form")).isEqualTo(1);
+  }
+
+  @Test
+  void aResponseCharsetUnknownHereIsWrittenAsIso88591StoredAndReplayed() throws Exception {
+    String key = newKey();
+    HttpResponse<String> first = send(post("/response-charset", key, "r"));
+    HttpResponse<String> again = send(post("/response-charset", key, "r"));
+    assertThat(first.statusCode()).as(first.body()).isEqualTo(201);
+    assertThat(first.body()).isEqualTo("run 1, caf\u00e9");
+    assertThat(first.headers().firstValue("Content-Type"))
+        .hasValueSatisfying(v -> assertThat(v.toLowerCase(Locale.ROOT)).endsWith("iso-8859-1"));
+    assertThat(again.statusCode()).isEqualTo(201);
+    assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(again.body()).isEqualTo(first.body());
+    assertThat(runsOf("/response-charset")).isEqualTo(1);
   }
 
   @Test
