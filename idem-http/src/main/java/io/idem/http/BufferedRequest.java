@@ -7,9 +7,12 @@ import jakarta.servlet.http.HttpServletRequestWrapper;
 import java.io.BufferedReader;
 import java.io.ByteArrayInputStream;
 import java.io.InputStreamReader;
+import java.io.UnsupportedEncodingException;
 import java.net.URLDecoder;
 import java.nio.charset.Charset;
+import java.nio.charset.IllegalCharsetNameException;
 import java.nio.charset.StandardCharsets;
+import java.nio.charset.UnsupportedCharsetException;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Enumeration;
@@ -64,10 +67,32 @@ final class BufferedRequest extends HttpServletRequestWrapper {
     };
   }
 
+  /**
+   * The charset named {@code name}, or null if the name is not a legal charset name or this JVM has
+   * no such charset.
+   */
+  static Charset charsetOrNull(String name) {
+    try {
+      return Charset.forName(name);
+    } catch (IllegalCharsetNameException | UnsupportedCharsetException e) {
+      return null;
+    }
+  }
+
+  /**
+   * The body as text in the request's charset (UTF-8 if it names none).
+   *
+   * @throws UnsupportedEncodingException if the charset is unknown here, as {@code
+   *     ServletRequest.getReader} specifies (the filter answers 415 to such a request, so only one
+   *     the application set since can be)
+   */
   @Override
-  public BufferedReader getReader() {
+  public BufferedReader getReader() throws UnsupportedEncodingException {
     String encoding = getCharacterEncoding();
-    Charset charset = encoding == null ? StandardCharsets.UTF_8 : Charset.forName(encoding);
+    Charset charset = encoding == null ? StandardCharsets.UTF_8 : charsetOrNull(encoding);
+    if (charset == null) {
+      throw new UnsupportedEncodingException(encoding);
+    }
     return new BufferedReader(new InputStreamReader(getInputStream(), charset));
   }
 
@@ -106,10 +131,13 @@ final class BufferedRequest extends HttpServletRequestWrapper {
   private Map<String, String[]> parameters() {
     if (parameters == null) {
       Map<String, List<String>> all = new LinkedHashMap<>();
-      Charset charset =
-          getCharacterEncoding() == null
-              ? StandardCharsets.UTF_8
-              : Charset.forName(getCharacterEncoding());
+      // The filter answers 415 to a request whose charset is unknown here; one the application
+      // set since and that is unknown too decodes the parameters as if none were set.
+      String encoding = getCharacterEncoding();
+      Charset charset = encoding == null ? null : charsetOrNull(encoding);
+      if (charset == null) {
+        charset = StandardCharsets.UTF_8;
+      }
       parse(getQueryString(), charset, all);
       String type = getContentType();
       if (!streamTaken

@@ -94,8 +94,18 @@ final class CapturingResponse extends HttpServletResponseWrapper {
       throw new IllegalStateException("getOutputStream() was called on this response");
     }
     if (writer == null) {
+      // ISO-8859-1 is the servlet default when the application names no charset, and the
+      // fallback when it names one that is not a legal name or not known to the JVM. Throwing
+      // there instead (Charset.forName's unchecked exception, or the UnsupportedEncodingException
+      // the spec allows) would fail the request once the handler may have made its effects: the
+      // key would be released and a retry would run the step again. With the fallback the
+      // response is stored and replayed like any other, in ISO-8859-1 (characters outside it
+      // become '?') and labelled so, as a container that ignores an unknown charset does.
       String encoding = getCharacterEncoding();
-      Charset charset = encoding == null ? StandardCharsets.ISO_8859_1 : Charset.forName(encoding);
+      Charset charset = encoding == null ? null : BufferedRequest.charsetOrNull(encoding);
+      if (charset == null) {
+        charset = StandardCharsets.ISO_8859_1;
+      }
       setCharacterEncoding(charset.name()); // into Content-Type, as the container's writer does
       writer = new PrintWriter(new OutputStreamWriter(new HeldStream(), charset));
     }

@@ -25,7 +25,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Enumeration;
-import java.util.HexFormat;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
@@ -43,7 +42,15 @@ import java.util.Set;
  *   <li>No {@code Idempotency-Key}: 400 if the policy requires one, else the request runs as if
  *       there were no filter. A key that is not an RFC 8941 string of 1 to 255 characters: 400.
  *   <li>The key's scope is the caller: the request's principal, else the configured scope header,
- *       else the configured anonymous scope; with none of them, 400 (never a global key space).
+ *       else the configured anonymous scope; with none of them, 400 (never a global key space). The
+ *       scope is {@code principal:}, {@code header:} or {@code anonymous:}, then {@code v:} and the
+ *       name as it is, or {@code h:} and the hex SHA-256 of the name if that would not fit 255
+ *       characters (or the name has an unpaired surrogate). No name a caller sends can spell
+ *       another caller's scope, whatever its length or content ({@code CallerScope} gives the
+ *       argument). A key is found only under the scope string it was stored with: a filter that
+ *       writes scopes otherwise does not see this one's keys, and their retries run again.
+ *   <li>A {@code Content-Type} whose charset is not a legal charset name or not known to the JVM:
+ *       415, before the body is read or any key taken.
  *   <li>A body longer than the bound: 413. The fingerprint is the SHA-256 of the method, the
  *       request target (path and query) and the body's SHA-256.
  *   <li>The store decides: a key used with another fingerprint, 422; a key still in progress, 409
@@ -202,8 +209,8 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
           response, instance, 400, "key-malformed", "Idempotency-Key malformed", e.getMessage());
       return;
     }
-    String scope = scope(request);
-    if (scope == null) {
+    CallerScope caller = caller(request);
+    if (caller == null) {
       problem(
           response,
           instance,
@@ -212,6 +219,19 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
           "No caller to scope the key to",
           "idempotency keys belong to a caller: authenticate"
               + (scopeHeader == null ? "" : ", or send the " + scopeHeader + " header"));
+      return;
+    }
+    String encoding = request.getCharacterEncoding();
+    if (encoding != null && BufferedRequest.charsetOrNull(encoding) == null) {
+      problem(
+          response,
+          instance,
+          415,
+          "charset-unsupported",
+          "Request charset not supported",
+          "the charset of the request's Content-Type ("
+              + clip(encoding)
+              + ") is not a legal charset name or not known here; send the body in UTF-8");
       return;
     }
     byte[] body = readBody(request);
@@ -230,7 +250,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
         response,
         chain,
         policy,
-        new IdempotencyKey(scope, keyText),
+        new IdempotencyKey(caller.encoded(), keyText),
         fingerprint(request, body),
         instance);
   }
@@ -434,31 +454,31 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     response.getOutputStream().write(stored.body());
   }
 
-  /** The key's scope: the principal, else the scope header, else the anonymous scope, else null. */
-  private String scope(HttpServletRequest request) {
+  /**
+   * The key's caller: the principal, else the scope header, else the anonymous scope, else null.
+   */
+  private CallerScope caller(HttpServletRequest request) {
     Principal p = request.getUserPrincipal();
     if (p != null && p.getName() != null && !p.getName().isEmpty()) {
-      return bounded("principal:", p.getName());
+      return new CallerScope(CallerScope.Source.PRINCIPAL, p.getName());
     }
     if (scopeHeader != null) {
       String v = request.getHeader(scopeHeader);
       if (v != null && !v.isBlank()) {
-        return bounded("header:", v.strip());
+        return new CallerScope(CallerScope.Source.HEADER, v.strip());
       }
     }
-    return anonymousScope;
-  }
-
-  /** Prefix plus value, or the value's SHA-256 when that would exceed the scope's 255 chars. */
-  private static String bounded(String prefix, String value) {
-    String s = prefix + value;
-    if (s.length() <= IdempotencyKey.MAX_CHARS) {
-      return s;
-    }
-    return prefix + "sha256:" + HexFormat.of().formatHex(sha256(value.getBytes(UTF_8)));
+    return anonymousScope == null
+        ? null
+        : new CallerScope(CallerScope.Source.ANONYMOUS, anonymousScope);
   }
 
   private static final java.nio.charset.Charset UTF_8 = StandardCharsets.UTF_8;
+
+  /** {@code s}, cut to 64 characters for a problem's detail. */
+  private static String clip(String s) {
+    return s.length() <= 64 ? s : s.substring(0, 64) + "...";
+  }
 
   private static String fieldValue(HttpServletRequest request) {
     Enumeration<String> lines = request.getHeaders(KeyHeader.NAME);
@@ -610,7 +630,8 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
 
     /**
      * The scope of requests with neither a principal nor the scope header, for a service whose
-     * callers are not told apart. Default none: such requests get 400.
+     * callers are not told apart; stored as {@code anonymous:v:} + scope, apart from every named
+     * caller's. Default none: such requests get 400.
      */
     public Builder anonymousScope(String scope) {
       if (scope != null && scope.length() > IdempotencyKey.MAX_CHARS) {

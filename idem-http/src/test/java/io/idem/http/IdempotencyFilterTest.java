@@ -4,7 +4,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.idem.client.IdemClient;
 import io.idem.client.Write;
+import io.idem.keys.Fingerprint;
+import io.idem.keys.IdempotencyKey;
 import io.idem.keys.idem.IdemKeyStore;
+import io.idem.keys.spi.Acquisition;
+import io.idem.keys.spi.KeyStore;
+import io.idem.keys.spi.Settlement;
 import io.idem.testkit.LocalCluster;
 import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;
@@ -17,12 +22,18 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.security.MessageDigest;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Base64;
+import java.util.HexFormat;
 import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -42,6 +53,7 @@ class IdempotencyFilterTest {
   @TempDir static Path dir;
   static LocalCluster cluster;
   static IdemClient client;
+  static Observed store;
   static IdempotencyFilter filter;
   static EmbeddedJetty jetty;
   static final HttpClient http =
@@ -59,8 +71,9 @@ class IdempotencyFilterTest {
     cluster = LocalCluster.start(1, dir);
     cluster.waitForLeader(Duration.ofSeconds(30));
     client = IdemClient.builder().servers(cluster.clientAddresses()).build();
+    store = new Observed(IdemKeyStore.over(client));
     filter =
-        IdempotencyFilter.builder(IdemKeyStore.over(client))
+        IdempotencyFilter.builder(store)
             .scopeHeader("X-Tenant")
             .maxBodyBytes(4096)
             .maxResponseBytes(8192)
@@ -79,6 +92,49 @@ class IdempotencyFilterTest {
     filter.destroy();
     client.close();
     cluster.close();
+  }
+
+  /** The Idem store, counting the acquisitions of each key as it passes them on. */
+  static final class Observed implements KeyStore {
+    private final KeyStore store;
+    private final Map<IdempotencyKey, AtomicInteger> acquisitions = new ConcurrentHashMap<>();
+
+    Observed(KeyStore store) {
+      this.store = store;
+    }
+
+    int acquisitions(String scope, String sfKey) {
+      AtomicInteger n = acquisitions.get(new IdempotencyKey(scope, unquote(sfKey)));
+      return n == null ? 0 : n.get();
+    }
+
+    @Override
+    public CompletionStage<Acquisition> acquire(
+        IdempotencyKey key, Fingerprint fingerprint, Duration inProgress, Duration retention) {
+      acquisitions.computeIfAbsent(key, k -> new AtomicInteger()).incrementAndGet();
+      return store.acquire(key, fingerprint, inProgress, retention);
+    }
+
+    @Override
+    public CompletionStage<Settlement> complete(IdempotencyKey key, long token, byte[] response) {
+      return store.complete(key, token, response);
+    }
+
+    @Override
+    public CompletionStage<Settlement> completeWith(
+        IdempotencyKey key, long token, byte[] response, Object effect) {
+      return store.completeWith(key, token, response, effect);
+    }
+
+    @Override
+    public CompletionStage<Settlement> release(IdempotencyKey key, long token) {
+      return store.release(key, token);
+    }
+
+    @Override
+    public CompletionStage<Settlement> renew(IdempotencyKey key, long token, Duration extension) {
+      return store.renew(key, token, extension);
+    }
   }
 
   /** Per-path policies, as the Spring starter's {@code @Idempotent} gives them. */
@@ -109,7 +165,7 @@ class IdempotencyFilterTest {
       int run = runs.computeIfAbsent(path, p -> new AtomicInteger()).incrementAndGet();
       // Form endpoints read parameters only, as form handlers do.
       String body =
-          path.startsWith("/form")
+          path.startsWith("/form") || path.startsWith("/charset/form")
               ? ""
               : new String(req.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
       if (path.endsWith("/hold")) {
@@ -127,6 +183,12 @@ class IdempotencyFilterTest {
           resp.getWriter().write("bank unreachable, run " + run);
           return;
         }
+      }
+      if (path.startsWith("/response-charset")) {
+        resp.setStatus(201);
+        resp.setContentType("text/plain; charset=bogus");
+        resp.getWriter().write("run " + run + ", caf\u00e9");
+        return;
       }
       if (path.startsWith("/declined")) {
         resp.sendError(402, "card declined, run " + run);
@@ -356,6 +418,76 @@ class IdempotencyFilterTest {
   }
 
   @Test
+  void aScopeHeaderSpellingTheDigestOfAnotherCallersLongScopeIsAnotherCaller() throws Exception {
+    String longTenant = "tenant-" + "x".repeat(300);
+    // What the filter once wrote for a scope too long to keep: the prefix, "sha256:" and the hex
+    // of the value's SHA-256; a header of exactly that after the prefix fits and is kept as sent.
+    String digestForm =
+        "sha256:"
+            + HexFormat.of()
+                .formatHex(
+                    MessageDigest.getInstance("SHA-256")
+                        .digest(longTenant.getBytes(StandardCharsets.UTF_8)));
+    String key = newKey();
+    HttpResponse<String> a = send(post("/alias", key, "p").setHeader("X-Tenant", longTenant));
+    HttpResponse<String> b = send(post("/alias", key, "p").setHeader("X-Tenant", digestForm));
+    HttpResponse<String> aAgain = send(post("/alias", key, "p").setHeader("X-Tenant", longTenant));
+    assertThat(a.statusCode()).isEqualTo(201);
+    assertThat(b.statusCode()).isEqualTo(201);
+    assertThat(b.headers().firstValue("Idempotent-Replayed")).isEmpty(); // not a's answer
+    assertThat(b.body()).isNotEqualTo(a.body());
+    assertThat(aAgain.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(aAgain.body()).isEqualTo(a.body());
+    assertThat(runsOf("/alias")).isEqualTo(2);
+  }
+
+  @Test
+  void aRequestCharsetUnknownOrIllegalIs415AndTakesNoKey() throws Exception {
+    String[][] endpoints = {
+      {"/charset/body", "text/plain"}, {"/charset/form", "application/x-www-form-urlencoded"}
+    };
+    List<String> keys = new ArrayList<>();
+    for (String charset : new String[] {"bogus", "###"}) {
+      for (String[] endpoint : endpoints) {
+        String key = newKey();
+        keys.add(key);
+        HttpResponse<String> r =
+            send(
+                post(endpoint[0], key, "a=1")
+                    .header("Content-Type", endpoint[1] + "; charset=" + charset));
+        assertProblem(r, 415, "charset-unsupported");
+        assertThat(store.acquisitions(T1, key)).as(charset + " " + endpoint[0]).isZero();
+      }
+    }
+    assertThat(runsOf("/charset/body")).isZero();
+    assertThat(runsOf("/charset/form")).isZero();
+    // With a charset known here, the same key runs: it was never taken.
+    HttpResponse<String> fine =
+        send(
+            post("/charset/form", keys.get(0), "a=1")
+                .header("Content-Type", "application/x-www-form-urlencoded; charset=UTF-8"));
+    assertThat(fine.statusCode()).isEqualTo(201);
+    assertThat(fine.headers().firstValue("Idempotent-Replayed")).isEmpty();
+    assertThat(fine.body()).contains("\"form\":\"1\"");
+    assertThat(runsOf("/charset/form")).isEqualTo(1);
+  }
+
+  @Test
+  void aResponseCharsetUnknownHereIsWrittenAsIso88591StoredAndReplayed() throws Exception {
+    String key = newKey();
+    HttpResponse<String> first = send(post("/response-charset", key, "r"));
+    HttpResponse<String> again = send(post("/response-charset", key, "r"));
+    assertThat(first.statusCode()).as(first.body()).isEqualTo(201);
+    assertThat(first.body()).isEqualTo("run 1, caf\u00e9");
+    assertThat(first.headers().firstValue("Content-Type"))
+        .hasValueSatisfying(v -> assertThat(v.toLowerCase(Locale.ROOT)).endsWith("iso-8859-1"));
+    assertThat(again.statusCode()).isEqualTo(201);
+    assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    assertThat(again.body()).isEqualTo(first.body());
+    assertThat(runsOf("/response-charset")).isEqualTo(1);
+  }
+
+  @Test
   void a5xxReleasesTheKeySoThatARetryRunsAgain() throws Exception {
     flakyFailuresLeft.set(1);
     String key = newKey();
@@ -483,8 +615,11 @@ class IdempotencyFilterTest {
     client.put("balance/broken", "not a number");
     String k2 = newKey();
     assertProblem(send(post("/effect", k2, "broken")), 409, "effect-refused");
-    assertThat(client.getKey("header:t1", unquote(k2))).isEmpty();
+    assertThat(client.getKey(T1, unquote(k2))).isEmpty();
   }
+
+  /** The scope of the requests that {@link #post} makes: {@code X-Tenant: t1}. */
+  static final String T1 = new CallerScope(CallerScope.Source.HEADER, "t1").encoded();
 
   static String unquote(String sfString) {
     return sfString.substring(1, sfString.length() - 1);

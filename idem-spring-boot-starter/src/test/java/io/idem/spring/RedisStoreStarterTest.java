@@ -75,7 +75,7 @@ class RedisStoreStarterTest {
       // The record, completed, in the application's Redis under the configured prefix: the
       // store's layout is {prefix}:k:<scope length>:<scope>:<key>, a packed record (read back
       // through a store of this test's own).
-      String scope = "header:" + TENANT;
+      String scope = "header:v:" + TENANT; // the filter's scope for the X-Tenant header
       String record = "{" + PREFIX + "}:k:" + scope.length() + ":" + scope + ":" + key;
       RedisClient client = RedisClient.create(redis.uri());
       try (StatefulRedisConnection<String, String> c = client.connect();
