@@ -194,11 +194,8 @@ final class AuthCommand {
     }
   }
 
-  @Command(
-      name = "grant",
-      mixinStandardHelpOptions = true,
-      description = "Gives a principal roles.")
-  static final class Grant implements Callable<Integer> {
+  /** A change of one principal's roles. */
+  abstract static class PrincipalRoles implements Callable<Integer> {
     @Mixin ClientOptions options;
     @Spec CommandSpec spec;
 
@@ -208,14 +205,26 @@ final class AuthCommand {
     @Parameters(index = "1..*", arity = "1..*", description = "The roles.")
     List<String> roles;
 
+    /** The request that carries {@code change}. */
+    abstract AuthRequest request(UserRoles change);
+
     @Override
     public Integer call() throws InterruptedException {
       return run(
           options,
           spec,
-          AuthRequest.newBuilder()
-              .setGrant(UserRoles.newBuilder().setPrincipal(principal).addAllRoles(roles))
-              .build());
+          request(UserRoles.newBuilder().setPrincipal(principal).addAllRoles(roles).build()));
+    }
+  }
+
+  @Command(
+      name = "grant",
+      mixinStandardHelpOptions = true,
+      description = "Gives a principal roles.")
+  static final class Grant extends PrincipalRoles {
+    @Override
+    AuthRequest request(UserRoles change) {
+      return AuthRequest.newBuilder().setGrant(change).build();
     }
   }
 
@@ -223,24 +232,10 @@ final class AuthCommand {
       name = "revoke",
       mixinStandardHelpOptions = true,
       description = "Takes roles from a principal.")
-  static final class Revoke implements Callable<Integer> {
-    @Mixin ClientOptions options;
-    @Spec CommandSpec spec;
-
-    @Parameters(index = "0", description = "The principal: a certificate subject, RFC 2253.")
-    String principal;
-
-    @Parameters(index = "1..*", arity = "1..*", description = "The roles.")
-    List<String> roles;
-
+  static final class Revoke extends PrincipalRoles {
     @Override
-    public Integer call() throws InterruptedException {
-      return run(
-          options,
-          spec,
-          AuthRequest.newBuilder()
-              .setRevoke(UserRoles.newBuilder().setPrincipal(principal).addAllRoles(roles))
-              .build());
+    AuthRequest request(UserRoles change) {
+      return AuthRequest.newBuilder().setRevoke(change).build();
     }
   }
 }

@@ -2,7 +2,6 @@ package io.idem.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.idem.server.TlsFiles;
 import io.idem.testkit.LocalCluster;
 import io.idem.testkit.TestCertificates;
 import java.io.PrintWriter;
@@ -32,16 +31,7 @@ class AuthCommandTest {
   @BeforeAll
   static void start() throws Exception {
     certs = TestCertificates.create(certsDir);
-    TlsFiles tls =
-        new TlsFiles(certs.certificate("node"), certs.key("node"), certs.certificate("ca"), true);
-    cluster =
-        LocalCluster.start(
-            1,
-            dataDir,
-            b ->
-                b.tls(tls)
-                    .peerSubjects(List.of(TestCertificates.NODE_SUBJECT))
-                    .authAdmin("CN=admin"));
+    cluster = LocalCluster.start(1, dataDir, certs.securedNode("CN=admin"));
     cluster.waitForLeader(Duration.ofSeconds(60));
     servers = cluster.clientAddress(0);
   }

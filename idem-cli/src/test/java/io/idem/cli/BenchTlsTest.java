@@ -2,14 +2,12 @@ package io.idem.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.idem.server.TlsFiles;
 import io.idem.testkit.LocalCluster;
 import io.idem.testkit.TestCertificates;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.List;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
@@ -33,16 +31,7 @@ class BenchTlsTest {
   @BeforeAll
   static void start() throws Exception {
     certs = TestCertificates.create(certsDir);
-    TlsFiles nodeTls =
-        new TlsFiles(certs.certificate("node"), certs.key("node"), certs.certificate("ca"), true);
-    cluster =
-        LocalCluster.start(
-            3,
-            dataDir,
-            b ->
-                b.tls(nodeTls)
-                    .peerSubjects(List.of(TestCertificates.NODE_SUBJECT))
-                    .authAdmin("CN=client"));
+    cluster = LocalCluster.start(3, dataDir, certs.securedNode("CN=client"));
     cluster.waitForLeader(Duration.ofSeconds(60));
     servers = String.join(",", cluster.clientAddresses());
   }

@@ -1,5 +1,7 @@
 package io.idem.testkit;
 
+import io.idem.server.ServerConfig;
+import io.idem.server.TlsFiles;
 import java.io.File;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -7,6 +9,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.function.UnaryOperator;
 
 /**
  * A throw-away PKI for TLS tests, made with the {@code openssl} command in a directory of the
@@ -70,6 +73,16 @@ public final class TestCertificates {
   /** The private key of {@code name} (PEM, PKCS#8). */
   public Path key(String name) {
     return dir.resolve(name + ".key");
+  }
+
+  /**
+   * A node's TLS as the tests run it: the {@code node} certificate for clients and peers, signed by
+   * {@code ca}, client certificates required, the members named by {@link #NODE_SUBJECT}, and
+   * access control on with {@code authAdmin} as the first admin.
+   */
+  public UnaryOperator<ServerConfig.Builder> securedNode(String authAdmin) {
+    TlsFiles tls = new TlsFiles(certificate("node"), key("node"), certificate("ca"), true);
+    return b -> b.tls(tls).peerSubjects(List.of(NODE_SUBJECT)).authAdmin(authAdmin);
   }
 
   /** The directory holding the files. */

@@ -11,7 +11,6 @@ import io.idem.proto.Code;
 import io.idem.proto.Role;
 import io.idem.proto.UserRoles;
 import io.idem.server.ServerConfig;
-import io.idem.server.TlsFiles;
 import io.idem.testkit.LocalCluster;
 import io.idem.testkit.RawSession;
 import io.idem.testkit.TestCertificates;
@@ -21,7 +20,6 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.List;
 import javax.net.ssl.SSLContext;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -40,17 +38,9 @@ class AdminPortTest {
   @Test
   void onATlsNodeOnlyAnAdminSeesSessionsAndStrangersGetNoAnswer() throws Exception {
     TestCertificates certs = TestCertificates.create(certsDir);
-    TlsFiles tls =
-        new TlsFiles(certs.certificate("node"), certs.key("node"), certs.certificate("ca"), true);
     try (LocalCluster cluster =
         LocalCluster.start(
-            1,
-            dir,
-            b ->
-                b.tls(tls)
-                    .peerSubjects(List.of(TestCertificates.NODE_SUBJECT))
-                    .authAdmin("CN=admin")
-                    .adminAddress("127.0.0.1:0"))) {
+            1, dir, b -> certs.securedNode("CN=admin").apply(b).adminAddress("127.0.0.1:0"))) {
       cluster.waitForLeader(Duration.ofSeconds(60));
       try (RawSession admin =
           new RawSession(

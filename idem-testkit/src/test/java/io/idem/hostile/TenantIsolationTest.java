@@ -18,7 +18,6 @@ import io.idem.proto.RegisterReply;
 import io.idem.proto.RegisterRequest;
 import io.idem.proto.Role;
 import io.idem.proto.UserRoles;
-import io.idem.server.TlsFiles;
 import io.idem.testkit.LocalCluster;
 import io.idem.testkit.RawSession;
 import io.idem.testkit.TestCertificates;
@@ -48,16 +47,7 @@ class TenantIsolationTest {
   @BeforeAll
   static void start() throws Exception {
     certs = TestCertificates.create(certsDir);
-    TlsFiles tls =
-        new TlsFiles(certs.certificate("node"), certs.key("node"), certs.certificate("ca"), true);
-    cluster =
-        LocalCluster.start(
-            3,
-            dataDir,
-            b ->
-                b.tls(tls)
-                    .peerSubjects(List.of(TestCertificates.NODE_SUBJECT))
-                    .authAdmin("CN=admin"));
+    cluster = LocalCluster.start(3, dataDir, certs.securedNode("CN=admin"));
     cluster.waitForLeader(Duration.ofSeconds(60));
     try (RawSession admin = raw("admin")) {
       for (String t : List.of("a", "b")) {
