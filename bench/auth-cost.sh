@@ -2,7 +2,8 @@
 # What access control costs: compare-etcd.sh's Idem half (3 `idem server` processes on loopback, the closed-loop
 # put workload, 256 sessions x window 1, 100-byte values) over mutual TLS, with access control on (the bench's
 # principal holds a role with read-write on every KV key, so every put is checked against its grants) and off
-# (--no-auth), in alternating rounds, a new cluster each. Prints each round and the ratio of the summed rates.
+# (--no-auth), in alternating rounds (on first in odd rounds, off first in even ones), a new cluster each. Prints
+# each round and the ratio of the summed rates.
 # The certificates are made with openssl in the work directory.
 #
 #   bench/auth-cost.sh [--rounds 3] [--sessions N] [--window N] [--duration 30s] [--warmup 30s] [--value-size 100]
@@ -74,7 +75,9 @@ rate() { sed -n 's/.*"ops_per_s":\([0-9.]*\).*/\1/p' <<< "$1"; }
 p99() { sed -n 's/.*"p99_ms":\([0-9.]*\).*/\1/p' <<< "$1"; }
 sum_on=0 sum_off=0
 for r in $(seq 1 "$rounds"); do
-  for mode in on off; do
+  order="on off"
+  if [ $(( r % 2 )) = 0 ]; then order="off on"; fi
+  for mode in $order; do
     json="$(round "$mode" "$r")"
     echo "round $r auth $mode: $(rate "$json") writes/s, p99 $(p99 "$json") ms  $json"
     if [ "$mode" = on ]; then sum_on="$(awk -v a="$sum_on" -v b="$(rate "$json")" 'BEGIN{print a+b}')"
