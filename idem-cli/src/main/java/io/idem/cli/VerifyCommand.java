@@ -133,6 +133,14 @@ final class VerifyCommand implements Callable<Integer> {
               + " next fault comes as soon as it has caught up). Default: ${DEFAULT-VALUE}.")
   Duration settle;
 
+  @Option(
+      names = "--auth",
+      description =
+          "Run the servers with TLS and access control on: client certificates required, the"
+              + " members named, every operation of the clients checked against their role (the"
+              + " certificates are made with openssl in the run's directory). Default: plaintext.")
+  boolean auth;
+
   @Override
   public Integer call() throws Exception {
     if (check != null) {
@@ -165,7 +173,7 @@ final class VerifyCommand implements Callable<Integer> {
       spec.commandLine().getErr().println("idem: --nodes must be 3 or 5, got " + nodes);
       return 2;
     }
-    s = s.on(nodes);
+    s = s.on(nodes).secured(auth);
     Path where =
         dir != null ? Files.createDirectories(dir) : Files.createTempDirectory("idem-verify");
     var out = spec.commandLine().getOut();

@@ -1,5 +1,6 @@
 package io.idem.verify;
 
+import io.idem.testkit.TestCertificates;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -42,6 +43,8 @@ public final class Campaign {
    * @param faultEvery mean time between faults
    * @param atLeastOnce the negative control: a call that times out is sent again as a new call
    *     (plain at-least-once), with a short timeout so that it happens
+   * @param secured TLS on both ports and access control on ({@link ProcessCluster#secure}), the
+   *     clients' principal checked against its role on every operation
    */
   public record Settings(
       long seed,
@@ -54,7 +57,8 @@ public final class Campaign {
       int clientProcesses,
       int window,
       Duration faultEvery,
-      boolean atLeastOnce) {
+      boolean atLeastOnce,
+      boolean secured) {
 
     /** Validates the settings. */
     public Settings {
@@ -84,9 +88,20 @@ public final class Campaign {
     public static Settings ci(long seed, boolean atLeastOnce) {
       return atLeastOnce
           ? new Settings(
-              seed, 3, Duration.ofSeconds(30), 4, 2, 0, 0, 0, 1, Duration.ofSeconds(3), true)
+              seed, 3, Duration.ofSeconds(30), 4, 2, 0, 0, 0, 1, Duration.ofSeconds(3), true, false)
           : new Settings(
-              seed, 3, Duration.ofSeconds(150), 4, 2, 2, 2, 1, 4, Duration.ofSeconds(2), false);
+              seed,
+              3,
+              Duration.ofSeconds(150),
+              4,
+              2,
+              2,
+              2,
+              1,
+              4,
+              Duration.ofSeconds(2),
+              false,
+              false);
     }
 
     /**
@@ -98,12 +113,44 @@ public final class Campaign {
       return atLeastOnce
           ? ci(seed, true).lasting(Duration.ofMinutes(30))
           : new Settings(
-              seed, 3, Duration.ofMinutes(30), 8, 4, 4, 3, 2, 8, Duration.ofMillis(800), false);
+              seed,
+              3,
+              Duration.ofMinutes(30),
+              8,
+              4,
+              4,
+              3,
+              2,
+              8,
+              Duration.ofMillis(800),
+              false,
+              false);
     }
 
     /** The same settings, running for {@code d}. */
     public Settings lasting(Duration d) {
       return with(nodes, d);
+    }
+
+    /**
+     * The same settings, with TLS on both ports and access control on ({@code on}), or plaintext:
+     * every node needs a client certificate, names its peers, and checks every operation of the
+     * clients' principal against its role.
+     */
+    public Settings secured(boolean on) {
+      return new Settings(
+          seed,
+          nodes,
+          duration,
+          appendClients,
+          counterClients,
+          registerClients,
+          leaseClients,
+          clientProcesses,
+          window,
+          faultEvery,
+          atLeastOnce,
+          on);
     }
 
     /**
@@ -127,7 +174,8 @@ public final class Campaign {
           clientProcesses,
           window,
           faultEvery,
-          atLeastOnce);
+          atLeastOnce,
+          secured);
     }
   }
 
@@ -159,11 +207,16 @@ public final class Campaign {
 
   private Report run() throws Exception {
     try (ProcessCluster cl = new ProcessCluster(dir, settings.nodes())) {
+      if (settings.secured()) {
+        cl.secure(
+            TestCertificates.create(java.nio.file.Files.createDirectories(dir.resolve("certs"))));
+      }
       ClusterWatch watch = new ClusterWatch(cl, settings.window());
       cl.startAll();
       // Three JVMs starting at once took 50-55 s to serve on the shared machine at a load average
       // of 25-30 (server logs), past a minute's wait for a leader.
       watch.awaitLeader(Duration.ofSeconds(180));
+      cl.grantClients(Duration.ofSeconds(60));
       long end = System.nanoTime() + settings.duration().toNanos();
       ClientProcesses processes = new ClientProcesses(dir, settings, cl, t0, end);
       Nemesis nemesis = new Nemesis(settings, cl, watch, processes, end, dir.resolve(FAULTS_FILE));

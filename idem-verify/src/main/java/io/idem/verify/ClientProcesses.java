@@ -1,5 +1,6 @@
 package io.idem.verify;
 
+import io.idem.client.ClientTls;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -65,20 +66,31 @@ final class ClientProcesses {
 
   private Process start(int w) {
     String label = "w" + w;
+    List<String> args =
+        new ArrayList<>(
+            List.of(
+                String.join(",", cluster.clientAddresses()),
+                dir.resolve(label + ".id").toString(),
+                dir.resolve(label + ".jsonl").toString(),
+                label,
+                Long.toString(workerBase(w)),
+                Long.toString(t0),
+                Long.toString(end),
+                Integer.toString(settings.window()),
+                Integer.toString(Workloads.LISTS),
+                Long.toString(settings.seed() * 31 + 1_000 + w)));
+    ClientTls tls = cluster.clientTls();
+    if (tls != null) {
+      args.addAll(
+          List.of(
+              tls.trustedCertificates().toString(),
+              tls.certificateChain().toString(),
+              tls.privateKey().toString()));
+    }
     return ProcessCluster.launch(
         List.of("-Xmx256m", "-XX:+UseSerialGC"),
         ClientWorker.class.getName(),
-        List.of(
-            String.join(",", cluster.clientAddresses()),
-            dir.resolve(label + ".id").toString(),
-            dir.resolve(label + ".jsonl").toString(),
-            label,
-            Long.toString(workerBase(w)),
-            Long.toString(t0),
-            Long.toString(end),
-            Integer.toString(settings.window()),
-            Integer.toString(Workloads.LISTS),
-            Long.toString(settings.seed() * 31 + 1_000 + w)),
+        args,
         dir.resolve(label + ".log"));
   }
 

@@ -1,5 +1,6 @@
 package io.idem.verify;
 
+import io.idem.client.ClientTls;
 import io.idem.client.IdemClient;
 import java.io.BufferedWriter;
 import java.io.IOException;
@@ -46,12 +47,16 @@ public final class ClientWorker {
 
   /** Runs the worker; exit status 0 when it ran to its end, 2 on bad arguments. */
   public static void main(String[] args) throws Exception {
-    if (args.length != 10) {
+    if (args.length != 10 && args.length != 13) {
       System.err.println(
           "usage: ClientWorker servers identity-file journal label first-id t0-nanos end-nanos"
-              + " window lists seed");
+              + " window lists seed [tls-ca tls-cert tls-key]");
       System.exit(2);
     }
+    ClientTls tls =
+        args.length == 13
+            ? new ClientTls(Path.of(args[10]), Path.of(args[11]), Path.of(args[12]))
+            : null;
     String servers = args[0];
     Path identity = Path.of(args[1]);
     Path journalFile = Path.of(args[2]);
@@ -84,7 +89,7 @@ public final class ClientWorker {
             StandardOpenOption.CREATE,
             StandardOpenOption.APPEND)) {
       new ClientWorker(w, label, t0)
-          .run(servers, identity, nextId, element, seq, pending, end, window, lists, seed);
+          .run(servers, tls, identity, nextId, element, seq, pending, end, window, lists, seed);
     }
     System.exit(0);
   }
@@ -116,6 +121,7 @@ public final class ClientWorker {
 
   private void run(
       String servers,
+      ClientTls tls,
       Path identity,
       long nextId,
       long element,
@@ -136,6 +142,7 @@ public final class ClientWorker {
             .stallTimeout(Duration.ofSeconds(2))
             .sessionTtl(Duration.ofSeconds(60))
             .window(Math.max(window, 64))
+            .tls(tls)
             .build()) {
       int recovered = 0;
       for (IdemClient.RecoveredCall rc : client.recovered()) {

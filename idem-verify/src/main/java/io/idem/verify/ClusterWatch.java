@@ -46,6 +46,7 @@ final class ClusterWatch {
         .requestTimeout(timeout)
         .stallTimeout(Duration.ofSeconds(2))
         .window(Math.max(8, 2 * window))
+        .tls(cluster.clientTls())
         .build();
   }
 

@@ -1,14 +1,23 @@
 package io.idem.verify;
 
 import io.grpc.ManagedChannel;
+import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.idem.client.ClientTls;
 import io.idem.client.ClusterStatus;
 import io.idem.client.IdemClient;
 import io.idem.client.MembershipChange;
+import io.idem.proto.AuthRequest;
+import io.idem.proto.Code;
 import io.idem.proto.IdemGrpc;
+import io.idem.proto.Permission;
+import io.idem.proto.Role;
 import io.idem.proto.StatusReply;
 import io.idem.proto.StatusRequest;
+import io.idem.proto.UserRoles;
 import io.idem.testkit.FaultProxy;
+import io.idem.testkit.RawSession;
+import io.idem.testkit.TestCertificates;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.ServerSocket;
@@ -57,6 +66,15 @@ public final class ProcessCluster implements AutoCloseable {
   private final PeerNetwork network = new PeerNetwork(List.of());
   private final int snapshotEvery;
   private int lastId;
+
+  /** The certificates of a cluster run with TLS and access control; null: plaintext. */
+  private TestCertificates certs;
+
+  /** The principal a secured cluster bootstraps as its admin. */
+  static final String ADMIN = "CN=admin";
+
+  /** The role the clients of a secured cluster hold: every KV key, key scope and lease. */
+  static final String CLIENT_ROLE = "campaign-client";
 
   /** Chooses free loopback ports for {@code n} nodes and starts their proxies; starts no node. */
   public ProcessCluster(Path dir, int n) {
@@ -117,6 +135,98 @@ public final class ProcessCluster implements AutoCloseable {
   }
 
   /**
+   * Runs every node, from its next start on (joiners included), with TLS on both ports and access
+   * control on: the {@code node} certificate of {@code certs}, client certificates required, the
+   * members named by their subject, {@link #ADMIN} as the bootstrap admin. Clients then use {@link
+   * #clientTls()}; call {@link #grantClients} once a leader is up.
+   */
+  public synchronized void secure(TestCertificates certs) {
+    this.certs = certs;
+  }
+
+  /** The flags of a secured node; none for a plaintext one. */
+  private List<String> securityArgs() {
+    if (certs == null) {
+      return List.of();
+    }
+    return List.of(
+        "--tls-cert",
+        certs.certificate("node").toString(),
+        "--tls-key",
+        certs.key("node").toString(),
+        "--tls-ca",
+        certs.certificate("ca").toString(),
+        "--tls-require-client-cert",
+        "--peer-allow",
+        TestCertificates.NODE_SUBJECT,
+        "--auth-admin",
+        ADMIN);
+  }
+
+  /** The TLS of the campaign's clients ({@code CN=client}); null for a plaintext cluster. */
+  public synchronized ClientTls clientTls() {
+    return tls("client");
+  }
+
+  /** The TLS of {@code who}'s certificate, or null for a plaintext cluster. */
+  private synchronized ClientTls tls(String who) {
+    return certs == null
+        ? null
+        : new ClientTls(certs.certificate("ca"), certs.certificate(who), certs.key(who));
+  }
+
+  /**
+   * On a secured cluster, gives the clients' principal ({@code CN=client}) the role {@link
+   * #CLIENT_ROLE}, as the admin, through the leader; nothing on a plaintext one.
+   *
+   * @throws IllegalStateException if no leader took it within {@code timeout}
+   */
+  public void grantClients(Duration timeout) throws InterruptedException {
+    if (certs == null) {
+      return;
+    }
+    Role role =
+        Role.newBuilder()
+            .setName(CLIENT_ROLE)
+            .addPermissions(
+                Permission.newBuilder().setKind(Permission.Kind.KV_READ_WRITE).setPrefix(""))
+            .addPermissions(
+                Permission.newBuilder().setKind(Permission.Kind.KEY_SCOPE).setPrefix(""))
+            .addPermissions(Permission.newBuilder().setKind(Permission.Kind.LEASE).setPrefix(""))
+            .build();
+    List<AuthRequest> changes =
+        List.of(
+            AuthRequest.newBuilder().setPutRole(role).build(),
+            AuthRequest.newBuilder()
+                .setGrant(UserRoles.newBuilder().setPrincipal("CN=client").addRoles(CLIENT_ROLE))
+                .build());
+    long deadline = System.nanoTime() + timeout.toNanos();
+    for (AuthRequest change : changes) {
+      while (true) {
+        Optional<Integer> leader = leader();
+        if (leader.isPresent()) {
+          try (RawSession admin =
+              new RawSession(
+                  listenAddresses.get(leader.get()),
+                  certs.certificate("ca"),
+                  certs.certificate("admin"),
+                  certs.key("admin"))) {
+            if (admin.auth(change).getCode() == Code.OK) {
+              break;
+            }
+          } catch (RuntimeException e) {
+            // the leader went away: ask the next one
+          }
+        }
+        if (System.nanoTime() > deadline) {
+          throw new IllegalStateException("no leader took " + change + " within " + timeout);
+        }
+        Thread.sleep(200);
+      }
+    }
+  }
+
+  /**
    * Flags added to node {@code i}'s command line from its next start on (for tests that run a node
    * with other settings).
    */
@@ -162,6 +272,7 @@ public final class ProcessCluster implements AutoCloseable {
         IdemClient.builder()
             .servers(String.join(",", live))
             .requestTimeout(Duration.ofSeconds(5))
+            .tls(tls("admin"))
             .build()) {
       c = client.changeMembers(add, remove, timeout);
     }
@@ -371,6 +482,7 @@ public final class ProcessCluster implements AutoCloseable {
     } else {
       args.addAll(List.of("--peers", peers(i)));
     }
+    args.addAll(securityArgs());
     args.addAll(extraArgs.get(i));
     processes.set(
         i,
@@ -505,12 +617,23 @@ public final class ProcessCluster implements AutoCloseable {
     if (statusChannels.get(i) == null) {
       String a = listenAddresses.get(i);
       int colon = a.lastIndexOf(':');
-      statusChannels.set(
-          i,
+      NettyChannelBuilder b =
           NettyChannelBuilder.forAddress(
-                  a.substring(0, colon), Integer.parseInt(a.substring(colon + 1)))
-              .usePlaintext()
-              .build());
+              a.substring(0, colon), Integer.parseInt(a.substring(colon + 1)));
+      if (certs == null) {
+        b.usePlaintext();
+      } else {
+        try {
+          b.sslContext(
+              GrpcSslContexts.forClient()
+                  .trustManager(certs.certificate("ca").toFile())
+                  .keyManager(certs.certificate("admin").toFile(), certs.key("admin").toFile())
+                  .build());
+        } catch (javax.net.ssl.SSLException e) {
+          throw new IllegalStateException("cannot use the test certificates", e);
+        }
+      }
+      statusChannels.set(i, b.build());
     }
     return statusChannels.get(i);
   }
