@@ -724,7 +724,7 @@ class IdemCliTest {
     assertThat(
             run("config", "set", "--window", "64", "--servers", "127.0.0.1:9", "--timeout", "1s"))
         .isEqualTo(1);
-    assertOneLineError("no leader took the change within");
+    assertOneLineError("no leader answered within");
   }
 
   private static long revision(String shown) {
