@@ -32,7 +32,7 @@ import java.util.TreeSet;
  * the command (or from the session it was registered with), and the grants from this domain. With
  * auth off every question is answered yes.
  *
- * <p>Snapshot section 7 (state snapshot version 7): {@code boolean enabled, int roles}, per role in
+ * <p>Snapshot section 8 (state snapshot version 7): {@code boolean enabled, int roles}, per role in
  * name order {@code string name, boolean admin, int permissions}, per permission {@code int kind,
  * string prefix}; {@code int users}, per principal in order {@code string principal, int roles},
  * per role {@code string name}. Older snapshots have none: auth off, no roles.
