@@ -247,39 +247,43 @@ public final class Main implements Callable<Integer> {
   }
 
   private TlsFiles tlsFiles() {
-    boolean any = !tlsCert.isEmpty() || !tlsKey.isEmpty() || !tlsCa.isEmpty();
-    if (!any) {
-      if (tlsRequireClientCert) {
-        throw new IllegalArgumentException(
-            "--tls-require-client-cert needs --tls-cert, --tls-key and --tls-ca");
-      }
-      return null;
-    }
-    if (tlsCert.isEmpty() || tlsKey.isEmpty() || tlsCa.isEmpty()) {
+    TlsFiles files =
+        files(tlsCert, tlsKey, tlsCa, tlsRequireClientCert, "--tls-cert", "--tls-key", "--tls-ca");
+    if (files == null && tlsRequireClientCert) {
       throw new IllegalArgumentException(
-          "TLS needs all three of --tls-cert, --tls-key and --tls-ca");
+          "--tls-require-client-cert needs --tls-cert, --tls-key and --tls-ca");
     }
-    return new TlsFiles(
-        java.nio.file.Path.of(tlsCert),
-        java.nio.file.Path.of(tlsKey),
-        java.nio.file.Path.of(tlsCa),
-        tlsRequireClientCert);
+    return files;
   }
 
   private TlsFiles peerTlsFiles() {
-    boolean any = !peerTlsCert.isEmpty() || !peerTlsKey.isEmpty() || !peerTlsCa.isEmpty();
-    if (!any) {
+    return files(
+        peerTlsCert,
+        peerTlsKey,
+        peerTlsCa,
+        true,
+        "--peer-tls-cert",
+        "--peer-tls-key",
+        "--peer-tls-ca");
+  }
+
+  /** The TLS files the three flags name; null if none is given; all three or none. */
+  private static TlsFiles files(
+      String cert,
+      String key,
+      String ca,
+      boolean requireClientCertificates,
+      String certFlag,
+      String keyFlag,
+      String caFlag) {
+    if (cert.isEmpty() && key.isEmpty() && ca.isEmpty()) {
       return null;
     }
-    if (peerTlsCert.isEmpty() || peerTlsKey.isEmpty() || peerTlsCa.isEmpty()) {
+    if (cert.isEmpty() || key.isEmpty() || ca.isEmpty()) {
       throw new IllegalArgumentException(
-          "peer TLS needs all three of --peer-tls-cert, --peer-tls-key and --peer-tls-ca");
+          "TLS needs all three of " + certFlag + ", " + keyFlag + " and " + caFlag);
     }
-    return new TlsFiles(
-        java.nio.file.Path.of(peerTlsCert),
-        java.nio.file.Path.of(peerTlsKey),
-        java.nio.file.Path.of(peerTlsCa),
-        true);
+    return new TlsFiles(Path.of(cert), Path.of(key), Path.of(ca), requireClientCertificates);
   }
 
   @Override

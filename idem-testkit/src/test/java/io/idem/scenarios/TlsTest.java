@@ -12,6 +12,7 @@ import io.idem.proto.Put;
 import io.idem.proto.RegisterReply;
 import io.idem.proto.RegisterRequest;
 import io.idem.proto.ServerFrame;
+import io.idem.server.ServerConfig;
 import io.idem.server.TlsFiles;
 import io.idem.testkit.LocalCluster;
 import io.idem.testkit.RawSession;
@@ -62,6 +63,14 @@ class TlsTest {
     return Files.readString(out);
   }
 
+  /** A node with the test TLS files, its members named, and access control off. */
+  private static ServerConfig.Builder node(
+      ServerConfig.Builder b, boolean requireClientCertificates) {
+    return b.tls(nodeTls(requireClientCertificates))
+        .peerSubjects(List.of(TestCertificates.NODE_SUBJECT))
+        .authOff(true);
+  }
+
   private static TlsFiles nodeTls(boolean requireClientCertificates) {
     return new TlsFiles(
         certs.resolve("node.pem"),
@@ -78,14 +87,7 @@ class TlsTest {
 
   @Test
   void peersAndClientsTalkOverTlsAndStrangersAreRefused() throws Exception {
-    try (LocalCluster cluster =
-        LocalCluster.start(
-            3,
-            dir,
-            b ->
-                b.tls(nodeTls(false))
-                    .peerSubjects(List.of(TestCertificates.NODE_SUBJECT))
-                    .authOff(true))) {
+    try (LocalCluster cluster = LocalCluster.start(3, dir, b -> node(b, false))) {
       // A leader means the peers reached each other; their Raft port speaks TLS, CA-signed.
       cluster.waitForLeader(Duration.ofSeconds(60));
       String raft = cluster.node(0).config().self().raftAddress();
@@ -123,14 +125,7 @@ class TlsTest {
 
   @Test
   void aNodeThatRequiresClientCertificatesAcceptsOnlyTheCasOwn() {
-    try (LocalCluster cluster =
-        LocalCluster.start(
-            1,
-            dir,
-            b ->
-                b.tls(nodeTls(true))
-                    .peerSubjects(List.of(TestCertificates.NODE_SUBJECT))
-                    .authOff(true))) {
+    try (LocalCluster cluster = LocalCluster.start(1, dir, b -> node(b, true))) {
       cluster.waitForLeader(Duration.ofSeconds(60));
       Path ca = certs.resolve("ca.pem");
       try (IdemClient withCert =
@@ -154,14 +149,7 @@ class TlsTest {
 
   @Test
   void aSessionBelongsToTheCertificateThatOpenedIt() {
-    try (LocalCluster cluster =
-        LocalCluster.start(
-            1,
-            dir,
-            b ->
-                b.tls(nodeTls(true))
-                    .peerSubjects(List.of(TestCertificates.NODE_SUBJECT))
-                    .authOff(true))) {
+    try (LocalCluster cluster = LocalCluster.start(1, dir, b -> node(b, true))) {
       cluster.waitForLeader(Duration.ofSeconds(60));
       String address = cluster.clientAddresses().get(0);
       Path ca = certs.resolve("ca.pem");
