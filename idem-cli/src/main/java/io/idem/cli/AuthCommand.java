@@ -67,6 +67,10 @@ final class AuthCommand {
             .append('=')
             .append(p.getPrefix().isEmpty() ? "\"\"" : p.getPrefix());
       }
+      String quotas = QuotaOptions.format(role.getQuotas());
+      if (!quotas.isEmpty()) {
+        line.append(" quotas ").append(quotas);
+      }
       out.println(line);
     }
     for (UserRoles u : r.getUsersList()) {
@@ -160,9 +164,25 @@ final class AuthCommand {
     @Option(names = "--lease", description = "Leases whose name starts with this prefix.")
     List<String> lease = new ArrayList<>();
 
+    @Option(
+        names = "--quota",
+        description =
+            "A quota for the principals holding this role, in place of the configured default,"
+                + " e.g. --quota key_records=500000 --quota kv_bytes=1GiB. Quotas: sessions,"
+                + " saved_bytes, key_records, key_bytes, kv_keys, kv_bytes, leases, list_length.")
+    java.util.Map<String, String> quotas = new java.util.LinkedHashMap<>();
+
     @Override
     public Integer call() throws InterruptedException {
       Role.Builder r = Role.newBuilder().setName(name);
+      if (!quotas.isEmpty()) {
+        try {
+          r.setQuotas(QuotaOptions.parse(quotas));
+        } catch (IllegalArgumentException e) {
+          spec.commandLine().getErr().println("idem: " + e.getMessage());
+          return 2;
+        }
+      }
       add(r, Permission.Kind.KV_READ, kvRead);
       add(r, Permission.Kind.KV_READ_WRITE, kvWrite);
       add(r, Permission.Kind.KEY_SCOPE, keyScope);

@@ -40,6 +40,10 @@ final class ConfigCommand {
     out.println("max-sessions " + c.maxSessions());
     out.println("max-session-ttl " + duration(c.maxSessionTtlMs()));
     out.println("max-session-name-chars " + c.maxSessionNameChars());
+    c.quotas().forEach((name, value) -> out.println("quota " + name + "=" + value));
+    if (c.backendBytes() != 0) {
+      out.println("backend-bytes " + c.backendBytes());
+    }
     out.println(
         "revision "
             + c.revision()
@@ -151,6 +155,23 @@ final class ConfigCommand {
                 + " lowered.")
     Integer logFormat;
 
+    @Option(
+        names = "--quota",
+        description =
+            "A default quota of every principal (a role's quotas replace it for its principals),"
+                + " e.g. --quota key_records=100000 --quota kv_bytes=256MiB. Quotas: sessions,"
+                + " saved_bytes, key_records, key_bytes, kv_keys, kv_bytes, leases, list_length."
+                + " Log format 7.")
+    java.util.Map<String, String> quotas = new java.util.LinkedHashMap<>();
+
+    @Option(
+        names = "--backend-bytes",
+        description =
+            "The backend budget, e.g. 1GiB: past this estimated size of the replicated state,"
+                + " writes that grow it are refused with NO_SPACE until it shrinks below 90%."
+                + " Log format 7.")
+    String backendBytes;
+
     @Override
     public Integer call() throws InterruptedException {
       PrintWriter err = spec.commandLine().getErr();
@@ -159,7 +180,14 @@ final class ConfigCommand {
         err.println("idem: " + problem + " (see --help)");
         return 2;
       }
-      ConfigureReply reply = send(request());
+      ConfigureRequest request;
+      try {
+        request = request();
+      } catch (IllegalArgumentException e) {
+        err.println("idem: " + e.getMessage() + " (see --help)");
+        return 2;
+      }
+      ConfigureReply reply = send(request);
       if (reply.getCode() != Code.OK) {
         err.println("idem: " + reply.getCode() + ": " + reply.getMessage());
         return 1;
@@ -175,7 +203,9 @@ final class ConfigCommand {
               reply.getSessions().getMaxSessions(),
               reply.getSessions().getMaxTtlMs(),
               reply.getSessions().getMaxNameChars(),
-              reply.getConfigRevision()));
+              reply.getConfigRevision(),
+              QuotaOptions.byName(reply.getQuotas()),
+              reply.getBackendBytes()));
       return 0;
     }
 
@@ -190,7 +220,8 @@ final class ConfigCommand {
         maxSessionNameChars,
         logFormat
       };
-      boolean any = maxLeaseTtl != null || maxSessionTtl != null;
+      boolean any =
+          maxLeaseTtl != null || maxSessionTtl != null || !quotas.isEmpty() || backendBytes != null;
       for (Integer n : numbers) {
         any |= n != null;
         if (n != null && n == 0) {
@@ -202,7 +233,8 @@ final class ConfigCommand {
           ? null
           : "config set needs at least one of --max-key-bytes, --max-value-bytes,"
               + " --max-lease-name-chars, --max-lease-ttl, --window, --max-sessions,"
-              + " --max-session-ttl, --max-session-name-chars, --log-format";
+              + " --max-session-ttl, --max-session-name-chars, --log-format, --quota,"
+              + " --backend-bytes";
     }
 
     private ConfigureRequest request() {
@@ -232,11 +264,22 @@ final class ConfigCommand {
       if (maxSessionNameChars != null) {
         s.setMaxNameChars(maxSessionNameChars);
       }
-      return ConfigureRequest.newBuilder()
-          .setLimits(l)
-          .setSessions(s)
-          .setLogFormat(logFormat == null ? 0 : logFormat)
-          .build();
+      ConfigureRequest.Builder r =
+          ConfigureRequest.newBuilder()
+              .setLimits(l)
+              .setSessions(s)
+              .setLogFormat(logFormat == null ? 0 : logFormat);
+      if (!quotas.isEmpty()) {
+        r.setQuotas(QuotaOptions.parse(quotas));
+      }
+      if (backendBytes != null) {
+        long b = QuotaOptions.size(backendBytes);
+        if (b == 0) {
+          throw new IllegalArgumentException("--backend-bytes 0 is not a budget");
+        }
+        r.setBackendBytes(b);
+      }
+      return r.build();
     }
 
     /**

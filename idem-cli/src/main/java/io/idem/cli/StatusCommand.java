@@ -92,6 +92,18 @@ final class StatusCommand implements Callable<Integer> {
               + "; max-log-format:"
               + maxFormats
               + (skipped == 0 ? "" : "; entries skipped as undecodable: " + skipped));
+      if (any.config().backendBytes() != 0) {
+        out.printf(
+            "backend: %.1f of %.1f MiB (%d%%)%s%n",
+            any.backendUsedBytes() / 1048576.0,
+            any.config().backendBytes() / 1048576.0,
+            any.backendUsedBytes() * 100 / any.config().backendBytes(),
+            any.noSpaceAlarm()
+                ? "; NO_SPACE alarm raised: writes that grow the state are refused until it is"
+                    + " below 90% (delete, complete or release to free space, or raise"
+                    + " --backend-bytes with idem config set)"
+                : "");
+      }
       out.println(
           any.authEnabled()
               ? "auth: on"

@@ -32,6 +32,9 @@ import java.util.List;
  *     anything
  * @param entriesSkipped log entries this server applied as no-ops because it could not decode them
  *     (0 from servers older than the field)
+ * @param backendUsedBytes the replicated state's estimated size, which {@link
+ *     ClusterConfig#backendBytes()} bounds
+ * @param noSpaceAlarm whether the NO_SPACE alarm is raised: writes that grow the state are refused
  */
 public record ClusterStatus(
     String id,
@@ -56,7 +59,9 @@ public record ClusterStatus(
     int logFormat,
     int maxLogFormat,
     boolean authEnabled,
-    long entriesSkipped) {
+    long entriesSkipped,
+    long backendUsedBytes,
+    boolean noSpaceAlarm) {
 
   /**
    * A member of the cluster.

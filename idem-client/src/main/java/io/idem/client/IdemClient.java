@@ -749,12 +749,16 @@ public final class IdemClient implements AutoCloseable {
             s.getSessions().getMaxSessions(),
             s.getSessions().getMaxTtlMs(),
             s.getSessions().getMaxNameChars(),
-            s.getConfigRevision()),
+            s.getConfigRevision(),
+            ClusterConfig.quotas(s.getQuotas()),
+            s.getBackendBytes()),
         s.getKeyRecords(),
         s.getLogFormat(),
         s.getMaxLogFormat(),
         s.getAuthEnabled(),
-        s.getEntriesSkipped());
+        s.getEntriesSkipped(),
+        s.getBackendUsedBytes(),
+        s.getNoSpaceAlarm());
   }
 
   /**
@@ -1027,6 +1031,8 @@ public final class IdemClient implements AutoCloseable {
       case CAS_MISMATCH -> new CasMismatchException(m, id, seq);
       case TOO_MANY_KEYS -> new TooManyKeysException(m, id, seq);
       case PERMISSION_DENIED -> new PermissionDeniedException(m, id, seq);
+      case QUOTA_EXCEEDED -> new QuotaExceededException(m, id, seq);
+      case NO_SPACE -> new NoSpaceException(m, id, seq);
       default -> new ProtocolException(r.getCode() + ": " + m, id, seq);
     };
   }

@@ -13,6 +13,8 @@ public abstract sealed class RejectedException extends IdemException
         CasMismatchException,
         TooManyKeysException,
         PermissionDeniedException,
+        QuotaExceededException,
+        NoSpaceException,
         ProtocolException {
   private static final long serialVersionUID = 1L;
 

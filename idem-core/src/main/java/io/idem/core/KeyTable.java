@@ -45,10 +45,16 @@ import java.util.TreeSet;
 public final class KeyTable {
 
   /**
-   * Format version of {@link #writeSnapshot}: 2 lists the records in the table's order; 1 (still
-   * read) listed them in key order, which cost the snapshot writer a sort of every record.
+   * Format version of {@link #writeSnapshot}: 3 adds each record's owner; 2 lists the records in
+   * the table's order; 1 (still read) listed them in key order, which cost the snapshot writer a
+   * sort of every record. A table without owned records is written as version 2, so that a table
+   * that only ownerless acquires built (the server's log formats before 7) keeps its bytes and
+   * digest.
    */
-  public static final int SNAPSHOT_VERSION = 2;
+  public static final int SNAPSHOT_VERSION = 3;
+
+  /** The version without owners, in the table's order. */
+  static final int UNOWNED_VERSION = 2;
 
   /** The version that listed the records in key order. */
   static final int KEY_ORDER_VERSION = 1;
@@ -155,7 +161,31 @@ public final class KeyTable {
 
     /** A new key, refused because the table is at its capacity; nothing changed. */
     record Full(String reason) implements Acquisition {}
+
+    /** A new key, refused because its owner is at its quota; nothing changed. */
+    record OverQuota(String reason) implements Acquisition {}
   }
+
+  /**
+   * What one owner's records hold: how many, and their {@link #bytes()} (keys, fingerprints,
+   * responses). Derived from the records (a restored table recomputes it). Read-only outside.
+   */
+  public static final class Usage {
+    int records;
+    long bytes;
+
+    /** Its records. */
+    public int records() {
+      return records;
+    }
+
+    /** Their bytes. */
+    public long bytes() {
+      return bytes;
+    }
+  }
+
+  private static final Usage NO_USAGE = new Usage();
 
   /** What complete, release and renew answer. */
   public sealed interface Settlement {
@@ -184,6 +214,7 @@ public final class KeyTable {
     long retentionMs;
     byte[] response;
     long completedAt;
+    String owner; // who acquired it, charged for it; null: nobody
 
     Record(KeyId id, byte[] fingerprint) {
       this.id = id;
@@ -207,6 +238,7 @@ public final class KeyTable {
       c.retentionMs = retentionMs;
       c.response = response;
       c.completedAt = completedAt;
+      c.owner = owner;
       return c;
     }
 
@@ -245,6 +277,8 @@ public final class KeyTable {
   // Bumped by freeze(): every record of an older generation may be shared with a frozen copy.
   private long generation;
   private long bytes; // the sum of the records' footprints
+  private final Map<String, Usage> usage = new HashMap<>(); // by owner
+  private int ownedRecords;
 
   /** An empty table with {@code bounds}. */
   public KeyTable(Bounds bounds) {
@@ -284,6 +318,24 @@ public final class KeyTable {
       long token,
       long now,
       Capacity capacity) {
+    return acquire(id, fingerprint, inProgressMs, retentionMs, token, now, capacity, null, null);
+  }
+
+  /**
+   * As {@link #acquire(KeyId, byte[], long, long, long, long, Capacity)}, charging a new record to
+   * {@code owner} (null: nobody) and refusing it with {@link Acquisition.OverQuota} while the
+   * owner's records are at {@code quota} (null: none). A takeover keeps the record's owner.
+   */
+  public Acquisition acquire(
+      KeyId id,
+      byte[] fingerprint,
+      long inProgressMs,
+      long retentionMs,
+      long token,
+      long now,
+      Capacity capacity,
+      String owner,
+      Capacity quota) {
     String bad = check(id, fingerprint, retentionMs);
     if (bad == null && (inProgressMs < 1 || inProgressMs > bounds.maxRetentionMs())) {
       bad = "in-progress timeout must be in [1, " + bounds.maxRetentionMs() + "] ms";
@@ -320,6 +372,22 @@ public final class KeyTable {
                 + capacity.maxBytes()
                 + " bytes): retry after records expire");
       }
+      Usage mine = owner == null ? NO_USAGE : usageOf(owner);
+      if (quota != null
+          && (mine.records >= quota.maxRecords() || mine.bytes + adding > quota.maxBytes())) {
+        return new Acquisition.OverQuota(
+            "quota key_records or key_bytes of \""
+                + owner
+                + "\": it holds "
+                + mine.records
+                + " records of "
+                + mine.bytes
+                + " bytes; at most "
+                + quota.maxRecords()
+                + " records and "
+                + quota.maxBytes()
+                + " bytes: retry after its records expire");
+      }
       // A scope is shared by many keys: its records share one copy of it (the JVM's string table
       // lets it go once no record holds it).
       r =
@@ -327,6 +395,7 @@ public final class KeyTable {
               new KeyId(id.scope().intern(), id.key()),
               fingerprint.length == 0 ? NO_FINGERPRINT : fingerprint.clone());
       r.generation = generation;
+      r.owner = owner;
       add(r);
     } else {
       expiry.remove(r);
@@ -355,6 +424,9 @@ public final class KeyTable {
     r = writable(r);
     r.response = response.clone();
     bytes += response.length;
+    if (r.owner != null) {
+      usage.get(r.owner).bytes += response.length;
+    }
     r.completedAt = now;
     expiry.add(r);
     return new Settlement.Done(0);
@@ -472,6 +544,12 @@ public final class KeyTable {
     return bytes;
   }
 
+  /** What {@code owner}'s records hold (a live view: read it before the table changes). */
+  public Usage usageOf(String owner) {
+    Usage u = usage.get(owner);
+    return u == null ? NO_USAGE : u;
+  }
+
   private Record owned(KeyId id, long token) {
     Record r = records.get(id);
     return r != null && r.response == null && r.token == token ? r : null;
@@ -513,6 +591,12 @@ public final class KeyTable {
     packed[n] = r;
     records.put(r.id, r);
     bytes += r.footprint();
+    if (r.owner != null) {
+      Usage u = usage.computeIfAbsent(r.owner, o -> new Usage());
+      u.records++;
+      u.bytes += r.footprint();
+      ownedRecords++;
+    }
   }
 
   /**
@@ -522,6 +606,15 @@ public final class KeyTable {
   private void drop(Record r) {
     records.remove(r.id);
     bytes -= r.footprint();
+    if (r.owner != null) {
+      Usage u = usage.get(r.owner);
+      u.records--;
+      u.bytes -= r.footprint();
+      if (u.records == 0) {
+        usage.remove(r.owner);
+      }
+      ownedRecords--;
+    }
     int last = records.size();
     Record moved = packed[last];
     packed[r.slot] = moved;
@@ -555,7 +648,13 @@ public final class KeyTable {
    * then a CRC32C of everything before. Leaves {@code out} open.
    */
   public void writeSnapshot(OutputStream out) throws IOException {
-    write(new SnapshotEncoder(out::write), bounds, lastToken, packed, records.size());
+    write(
+        new SnapshotEncoder(out::write),
+        bounds,
+        lastToken,
+        packed,
+        records.size(),
+        ownedRecords > 0);
   }
 
   /**
@@ -567,7 +666,7 @@ public final class KeyTable {
    */
   public Frozen freeze() {
     generation++;
-    return new Frozen(bounds, lastToken, Arrays.copyOf(packed, records.size()));
+    return new Frozen(bounds, lastToken, Arrays.copyOf(packed, records.size()), ownedRecords > 0);
   }
 
   /**
@@ -578,12 +677,14 @@ public final class KeyTable {
     private final Bounds bounds;
     private final long lastToken;
     private final Record[] records; // in the table's order when frozen
+    private final boolean owned; // whether any record has an owner: version 3, else 2
     private String digest; // taken by the first write, or by the first call of digest()
 
-    private Frozen(Bounds bounds, long lastToken, Record[] records) {
+    private Frozen(Bounds bounds, long lastToken, Record[] records, boolean owned) {
       this.bounds = bounds;
       this.lastToken = lastToken;
       this.records = records;
+      this.owned = owned;
     }
 
     /**
@@ -592,7 +693,7 @@ public final class KeyTable {
      */
     public synchronized String digest() {
       if (digest == null) {
-        digest = digestOf(bounds, lastToken, records, records.length);
+        digest = digestOf(bounds, lastToken, records, records.length, owned);
       }
       return digest;
     }
@@ -602,7 +703,8 @@ public final class KeyTable {
      * #snapshotBytes} bytes, taking its {@link #digest} on the way.
      */
     public synchronized void writeSnapshot(OutputStream out) throws IOException {
-      digest = write(new SnapshotEncoder(out::write), bounds, lastToken, records, records.length);
+      digest =
+          write(new SnapshotEncoder(out::write), bounds, lastToken, records, records.length, owned);
     }
 
     /**
@@ -615,6 +717,9 @@ public final class KeyTable {
         n += 3 * Integer.BYTES + utf8Length(r.id.scope()) + utf8Length(r.id.key());
         n += r.fingerprint.length + 4 * Long.BYTES + Integer.BYTES;
         n += r.response == null ? 0 : r.response.length;
+        if (owned) {
+          n += Integer.BYTES + (r.owner == null ? 0 : utf8Length(r.owner));
+        }
       }
       return n + Integer.BYTES; // the CRC32C
     }
@@ -651,10 +756,10 @@ public final class KeyTable {
    * {@link #digest}, taken from the same encoding of each record.
    */
   private static String write(
-      SnapshotEncoder e, Bounds bounds, long lastToken, Record[] records, int count)
+      SnapshotEncoder e, Bounds bounds, long lastToken, Record[] records, int count, boolean owned)
       throws IOException {
-    writeHeader(e, bounds, lastToken, count);
-    RecordHashes hashes = new RecordHashes();
+    writeHeader(e, versionFor(owned), bounds, lastToken, count);
+    RecordHashes hashes = new RecordHashes(owned);
     for (int i = 0; i < count; i++) {
       ByteBuffer encoded = hashes.add(records[i]);
       e.putRaw(encoded.array(), 0, encoded.position());
@@ -663,10 +768,14 @@ public final class KeyTable {
     return hashes.digest(bounds, lastToken, count);
   }
 
-  private static void writeHeader(SnapshotEncoder e, Bounds bounds, long lastToken, int count)
-      throws IOException {
+  private static int versionFor(boolean owned) {
+    return owned ? SNAPSHOT_VERSION : UNOWNED_VERSION;
+  }
+
+  private static void writeHeader(
+      SnapshotEncoder e, int version, Bounds bounds, long lastToken, int count) throws IOException {
     e.putInt(MAGIC);
-    e.putInt(SNAPSHOT_VERSION);
+    e.putInt(version);
     e.putInt(bounds.maxKeyChars());
     e.putInt(bounds.maxFingerprintBytes());
     e.putInt(bounds.maxResponseBytes());
@@ -675,8 +784,9 @@ public final class KeyTable {
     e.putInt(count);
   }
 
-  private static String digestOf(Bounds bounds, long lastToken, Record[] records, int count) {
-    RecordHashes hashes = new RecordHashes();
+  private static String digestOf(
+      Bounds bounds, long lastToken, Record[] records, int count, boolean owned) {
+    RecordHashes hashes = new RecordHashes(owned);
     for (int i = 0; i < count; i++) {
       hashes.add(records[i]);
     }
@@ -699,6 +809,11 @@ public final class KeyTable {
     private ByteBuffer encoded = ByteBuffer.allocate(512);
     private String scope; // the last record's scope (interned: most records share a few) ...
     private byte[] scopeBytes; // ... and its encoding
+    private final boolean owned; // version 3: each record ends with its owner
+
+    RecordHashes(boolean owned) {
+      this.owned = owned;
+    }
 
     /** Encodes {@code r}, adds its hash, and returns the encoding (until the next call). */
     ByteBuffer add(Record r) {
@@ -708,13 +823,15 @@ public final class KeyTable {
       }
       byte[] key = r.id.key().getBytes(StandardCharsets.UTF_8);
       int response = r.response == null ? 0 : r.response.length;
+      byte[] owner = owned && r.owner != null ? r.owner.getBytes(StandardCharsets.UTF_8) : null;
       int size =
           4 * Integer.BYTES
               + scopeBytes.length
               + key.length
               + r.fingerprint.length
               + 4 * Long.BYTES
-              + response;
+              + response
+              + (owned ? Integer.BYTES + (owner == null ? 0 : owner.length) : 0);
       if (encoded.capacity() < size) {
         encoded = ByteBuffer.allocate(Math.max(size, 2 * encoded.capacity()));
       }
@@ -727,6 +844,13 @@ public final class KeyTable {
         encoded.putInt(-1);
       } else {
         encoded.putInt(r.response.length).put(r.response);
+      }
+      if (owned) {
+        if (owner == null) {
+          encoded.putInt(-1);
+        } else {
+          encoded.putInt(owner.length).put(owner);
+        }
       }
       sha.update(encoded.array(), 0, encoded.position());
       try {
@@ -754,7 +878,7 @@ public final class KeyTable {
       MessageDigest total = sha256();
       SnapshotEncoder header = new SnapshotEncoder(total::update);
       try {
-        writeHeader(header, bounds, lastToken, count);
+        writeHeader(header, versionFor(owned), bounds, lastToken, count);
         for (long lane : sum) {
           header.putLong(lane);
         }
@@ -778,7 +902,7 @@ public final class KeyTable {
       throw new SnapshotFormatException("not a key table snapshot");
     }
     int version = d.getInt();
-    if (version != SNAPSHOT_VERSION && version != KEY_ORDER_VERSION) {
+    if (version != SNAPSHOT_VERSION && version != UNOWNED_VERSION && version != KEY_ORDER_VERSION) {
       throw new SnapshotFormatException("unknown key table snapshot version " + version);
     }
     KeyTable t;
@@ -803,6 +927,10 @@ public final class KeyTable {
       r.completedAt = d.getLong();
       int maxResponse = t.bounds.maxResponseBytes();
       r.response = d.getBytes(maxResponse, "response");
+      if (version >= SNAPSHOT_VERSION) {
+        byte[] owner = d.getBytes(SessionTable.MAX_PRINCIPAL_BYTES, "owner");
+        r.owner = owner == null ? null : new String(owner, StandardCharsets.UTF_8);
+      }
       if (r.fingerprint == null
           || r.token < 1
           || r.token > t.lastToken
@@ -844,7 +972,7 @@ public final class KeyTable {
    * whatever the order of their records ({@link RecordHashes}).
    */
   public String digest() {
-    return digestOf(bounds, lastToken, packed, records.size());
+    return digestOf(bounds, lastToken, packed, records.size(), ownedRecords > 0);
   }
 
   private static MessageDigest sha256() {

@@ -43,6 +43,14 @@ final class Session {
   int heapIndex = -1;
   private byte[][] ring = NO_RESPONSES;
 
+  /** The bytes of the saved responses in the ring. */
+  private long savedBytes;
+
+  /**
+   * What its principal holds, shared by the principal's sessions; set by the table that adds it.
+   */
+  SessionTable.Usage usage;
+
   Session(
       long clientId,
       String name,
@@ -83,6 +91,11 @@ final class Session {
     return (int) (nextSeq - lowWater);
   }
 
+  /** The bytes of its saved responses. */
+  long savedBytes() {
+    return savedBytes;
+  }
+
   /** The saved response of {@code seq}; requires {@code lowWater <= seq < nextSeq}. */
   byte[] response(long seq) {
     return ring[(int) seq & (ring.length - 1)];
@@ -98,8 +111,14 @@ final class Session {
       return 0;
     }
     int mask = ring.length - 1;
+    long freed = 0;
     for (long s = lowWater; s < newLow; s++) {
+      freed += ring[(int) s & mask].length;
       ring[(int) s & mask] = null;
+    }
+    savedBytes -= freed;
+    if (usage != null) {
+      usage.savedBytes -= freed;
     }
     int dropped = (int) (newLow - lowWater);
     lowWater = newLow;
@@ -114,6 +133,10 @@ final class Session {
     }
     ring[(int) nextSeq & (ring.length - 1)] = response;
     nextSeq++;
+    savedBytes += response.length;
+    if (usage != null) {
+      usage.savedBytes += response.length;
+    }
   }
 
   private void grow(int needed) {

@@ -72,6 +72,34 @@ public final class SessionTable {
 
   private long savedResponses;
 
+  /** What each principal's live sessions hold, by principal ("" for sessions without one). */
+  private final Map<String, Usage> usage = new HashMap<>();
+
+  /** The bytes of every saved response. */
+  private long savedBytes;
+
+  /**
+   * What one principal's live sessions hold: how many there are and the bytes of their saved
+   * responses. Derived from the sessions (a restored table recomputes it), so it is never in a
+   * snapshot. Read-only outside the package.
+   */
+  public static final class Usage {
+    int sessions;
+    long savedBytes;
+
+    /** Its live sessions. */
+    public int sessions() {
+      return sessions;
+    }
+
+    /** The bytes of their saved responses. */
+    public long savedBytes() {
+      return savedBytes;
+    }
+  }
+
+  private static final Usage NONE = new Usage();
+
   /** An empty table with the given bounds. */
   public SessionTable(SessionTableConfig config) {
     if (config == null) {
@@ -333,6 +361,7 @@ public final class SessionTable {
       throw new IllegalStateException(
           "record(" + clientId + ", " + seq + ") without a NEW admission of that command");
     }
+    long bytesBefore = s.savedBytes();
     savedResponses -= s.trim(ack);
     // admit refused a command at or above the window (also a lowered one), so this cannot happen.
     if (s.savedResponses() >= config.window()) {
@@ -341,7 +370,24 @@ public final class SessionTable {
     }
     s.append(response);
     savedResponses++;
+    savedBytes += s.savedBytes() - bytesBefore;
     s.touch(now);
+  }
+
+  /**
+   * Drops the saved responses of session {@code clientId} below {@code ack} (clamped to its next
+   * number), as {@link #record} would: for a caller that weighs a command {@link #admit} found
+   * {@link Admission#NEW} against what the session holds once its acknowledgement is taken. Does
+   * nothing for an unknown session or a negative {@code ack}.
+   */
+  public void acknowledge(long clientId, long ack) {
+    Session s = sessions.get(clientId);
+    if (s == null || ack < 0) {
+      return;
+    }
+    long bytesBefore = s.savedBytes();
+    savedResponses -= s.trim(ack);
+    savedBytes += s.savedBytes() - bytesBefore;
   }
 
   /**
@@ -360,7 +406,9 @@ public final class SessionTable {
     if (refused.isPresent()) {
       return refused;
     }
+    long bytesBefore = s.savedBytes();
     savedResponses -= s.trim(ack);
+    savedBytes += s.savedBytes() - bytesBefore;
     s.touch(now);
     return Optional.empty();
   }
@@ -612,6 +660,25 @@ public final class SessionTable {
           .put(s.principal == null ? "" : s.principal, s);
     }
     savedResponses += s.savedResponses();
+    savedBytes += s.savedBytes();
+    Usage u = usage.computeIfAbsent(s.principal == null ? "" : s.principal, p -> new Usage());
+    u.sessions++;
+    u.savedBytes += s.savedBytes();
+    s.usage = u;
+  }
+
+  /**
+   * What the live sessions of {@code principal} (null or empty: sessions without one) hold. The
+   * answer is a live view; callers must not keep it across calls that change the table.
+   */
+  public Usage usageOf(String principal) {
+    Usage u = usage.get(principal == null ? "" : principal);
+    return u == null ? NONE : u;
+  }
+
+  /** The bytes of every saved response in the table. */
+  public long savedBytes() {
+    return savedBytes;
   }
 
   // ---- internals ----
@@ -632,6 +699,14 @@ public final class SessionTable {
       }
     }
     savedResponses -= s.savedResponses();
+    savedBytes -= s.savedBytes();
+    Usage u = s.usage;
+    u.sessions--;
+    u.savedBytes -= s.savedBytes();
+    if (u.sessions == 0) {
+      usage.remove(s.principal == null ? "" : s.principal);
+    }
+    s.usage = null;
   }
 
   private static Optional<RejectCode> checkOwner(Session s, long epoch, long now) {

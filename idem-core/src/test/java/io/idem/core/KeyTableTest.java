@@ -364,4 +364,60 @@ class KeyTableTest {
     assertThat(t.expire(now)).isEqualTo(1);
     assertThat(t.bytes()).isZero();
   }
+
+  Acquisition acquireAs(String owner, KeyId id, KeyTable.Capacity quota) {
+    return t.acquire(id, FP, MIN, DAY, ++token, now, KeyTable.Capacity.UNLIMITED, owner, quota);
+  }
+
+  @Test
+  void aNewRecordIsChargedToItsOwnerAndRefusedPastTheOwnersQuota() {
+    KeyTable.Capacity two = new KeyTable.Capacity(2, Long.MAX_VALUE);
+    assertThat(acquireAs("alice", new KeyId("a", "1"), two))
+        .isInstanceOf(Acquisition.Acquired.class);
+    assertThat(acquireAs("alice", new KeyId("a", "2"), two))
+        .isInstanceOf(Acquisition.Acquired.class);
+    String before = t.digest();
+    Acquisition over = acquireAs("alice", new KeyId("a", "3"), two);
+    assertThat(over).isInstanceOf(Acquisition.OverQuota.class);
+    assertThat(((Acquisition.OverQuota) over).reason()).contains("alice", "2 records");
+    assertThat(t.digest()).isEqualTo(before);
+    assertThat(acquireAs("bob", new KeyId("a", "3"), two)).isInstanceOf(Acquisition.Acquired.class);
+    // A completion adds its response to the owner's bytes; a release gives the record back.
+    long aliceBytes = t.usageOf("alice").bytes();
+    long t1 = t.currentToken(new KeyId("a", "1"));
+    assertThat(t.complete(new KeyId("a", "1"), t1, new byte[100], now))
+        .isInstanceOf(Settlement.Done.class);
+    assertThat(t.usageOf("alice").bytes()).isEqualTo(aliceBytes + 100);
+    long t2 = t.currentToken(new KeyId("a", "2"));
+    assertThat(t.release(new KeyId("a", "2"), t2, now)).isInstanceOf(Settlement.Done.class);
+    assertThat(t.usageOf("alice").records()).isEqualTo(1);
+    assertThat(acquireAs("alice", new KeyId("a", "4"), two))
+        .isInstanceOf(Acquisition.Acquired.class);
+    // Expiry gives everything back.
+    now += 3 * DAY;
+    t.expire(now);
+    assertThat(t.usageOf("alice").records()).isZero();
+    assertThat(t.usageOf("bob").bytes()).isZero();
+  }
+
+  @Test
+  void ownersAreInTheSnapshotFromVersion3AndATableWithoutOwnersIsWrittenAsVersion2()
+      throws IOException {
+    acquire(PAY, FP);
+    ByteArrayOutputStream unowned = new ByteArrayOutputStream();
+    t.writeSnapshot(unowned);
+    assertThat(unowned.toByteArray()[7]).as("version 2").isEqualTo((byte) 2);
+    acquireAs("alice", new KeyId("a", "1"), null);
+    ByteArrayOutputStream owned = new ByteArrayOutputStream();
+    t.writeSnapshot(owned);
+    assertThat(owned.toByteArray()[7]).as("version 3").isEqualTo((byte) 3);
+    KeyTable back = KeyTable.readSnapshot(new ByteArrayInputStream(owned.toByteArray()));
+    assertThat(back.digest()).isEqualTo(t.digest());
+    assertThat(back.usageOf("alice").records()).isEqualTo(1);
+    assertThat(back.usageOf("alice").bytes()).isEqualTo(t.usageOf("alice").bytes());
+    assertThat(t.freeze().snapshotBytes()).isEqualTo(owned.size());
+    ByteArrayOutputStream frozen = new ByteArrayOutputStream();
+    t.freeze().writeSnapshot(frozen);
+    assertThat(frozen.toByteArray()).isEqualTo(owned.toByteArray());
+  }
 }

@@ -250,4 +250,36 @@ class SessionLifecycleTest {
     assertThat(table.resume("othernam", 0, 0, 9, 0))
         .isEqualTo(new Registration.Refused(RejectCode.INVALID_ARGUMENT));
   }
+
+  @Test
+  void eachPrincipalsSessionsAndSavedBytesAreCountedAndGivenBackWhenTheyEnd() throws Exception {
+    table.register(1, 0, 0, null, 500, 1, "CN=a", 0);
+    table.register(2, 0, 0, null, 500, 2, "CN=a", 0);
+    table.register(3, 0, 0, null, 500, 3, null, 0);
+    assertThat(table.usageOf("CN=a").sessions()).isEqualTo(2);
+    assertThat(table.usageOf("").sessions()).isEqualTo(1);
+    assertThat(table.admit(1, 0, 1, 0, 0)).isEqualTo(Admission.NEW);
+    table.record(1, 1, 0, 0, new byte[100]);
+    assertThat(table.admit(1, 0, 2, 0, 0)).isEqualTo(Admission.NEW);
+    table.record(1, 2, 0, 0, new byte[50]);
+    assertThat(table.usageOf("CN=a").savedBytes()).isEqualTo(150);
+    assertThat(table.savedBytes()).isEqualTo(150);
+    table.acknowledge(1, 2);
+    assertThat(table.usageOf("CN=a").savedBytes()).isEqualTo(50);
+    assertThat(table.savedBytes()).isEqualTo(50);
+    // A snapshot restores the same usage, derived from the sessions.
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    table.writeSnapshot(out);
+    SessionTable back =
+        SessionTable.readSnapshot(new java.io.ByteArrayInputStream(out.toByteArray()));
+    assertThat(back.usageOf("CN=a").savedBytes()).isEqualTo(50);
+    assertThat(back.usageOf("CN=a").sessions()).isEqualTo(2);
+    assertThat(table.close(1, 0, 0)).isEmpty();
+    assertThat(table.usageOf("CN=a").sessions()).isEqualTo(1);
+    assertThat(table.usageOf("CN=a").savedBytes()).isZero();
+    assertThat(table.savedBytes()).isZero();
+    table.expire(1_000);
+    assertThat(table.usageOf("CN=a").sessions()).isZero();
+    assertThat(table.usageOf("").sessions()).isZero();
+  }
 }

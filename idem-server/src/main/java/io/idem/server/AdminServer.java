@@ -244,6 +244,9 @@ final class AdminServer implements AutoCloseable {
       n.put("liveSessions", s.getLiveSessions());
       n.put("kvKeys", s.getKeys());
       n.put("leases", s.getLeases());
+      n.put("backendUsedBytes", s.getBackendUsedBytes());
+      n.put("backendBytes", s.getBackendBytes());
+      n.put("noSpaceAlarm", s.getNoSpaceAlarm());
       n.put("duplicatesSuppressed", s.getDuplicatesSuppressed());
       n.put("entriesAppended", s.getEntriesAppended());
       n.put("commandsAppended", s.getCommandsAppended());

@@ -33,9 +33,11 @@ import java.util.TreeSet;
  * auth off every question is answered yes.
  *
  * <p>Snapshot section 8 (state snapshot version 7): {@code boolean enabled, int roles}, per role in
- * name order {@code string name, boolean admin, int permissions}, per permission {@code int kind,
- * string prefix}; {@code int users}, per principal in order {@code string principal, int roles},
- * per role {@code string name}. Older snapshots have none: auth off, no roles.
+ * name order {@code string name, byte flags (1: admin, 2: quotas follow), int permissions}, per
+ * permission {@code int kind, string prefix}, then with flag 2 a {@code long} per quota in {@link
+ * Quotas#NAMES} order; {@code int users}, per principal in order {@code string principal, int
+ * roles}, per role {@code string name}. Older snapshots have none: auth off, no roles. A role
+ * without quotas is written as before roles had them.
  *
  * <p>Deterministic (ordered maps only). Not thread-safe; {@link #isAdmin} and {@link #denial} are
  * read by the front door under the state's lock.
@@ -58,6 +60,9 @@ final class AuthState implements StateSection {
 
   /** The longest prefix or principal, in UTF-8 bytes. */
   static final int MAX_NAME_BYTES = 4096;
+
+  /** The bit of a role's flags byte in the snapshot that says its quotas follow. */
+  private static final int QUOTAS_FLAG = 2;
 
   private boolean enabled;
   private final TreeMap<String, Role> roles = new TreeMap<>();
@@ -203,6 +208,19 @@ final class AuthState implements StateSection {
    * change); admin only while auth is on. A refusal tells only whether auth is on.
    */
   AuthReply apply(String principal, AuthRequest req) {
+    return apply(principal, req, true);
+  }
+
+  /**
+   * Applies an access control command of {@code principal}.
+   *
+   * @param quotas whether the entry is of log format 7 or later: only then does a role keep its
+   *     quotas (an older entry's role is stored without them, as older code stored it)
+   */
+  AuthReply apply(String principal, AuthRequest req, boolean quotas) {
+    if (!quotas && req.hasPutRole() && req.getPutRole().hasQuotas()) {
+      req = req.toBuilder().setPutRole(req.getPutRole().toBuilder().clearQuotas()).build();
+    }
     String denied = adminDenial(principal, "read or change access control");
     if (denied != null) {
       return AuthReply.newBuilder()
@@ -315,6 +333,12 @@ final class AuthState implements StateSection {
     if (r.getPermissionsCount() > MAX_PERMISSIONS_PER_ROLE) {
       return "a role has at most " + MAX_PERMISSIONS_PER_ROLE + " permissions";
     }
+    if (r.hasQuotas()) {
+      String bad = Quotas.problem(r.getQuotas());
+      if (bad != null) {
+        return "role " + name + ": " + bad;
+      }
+    }
     for (Permission p : r.getPermissionsList()) {
       if (p.getKind() == Permission.Kind.KIND_UNSPECIFIED
           || p.getKind() == Permission.Kind.UNRECOGNIZED) {
@@ -344,6 +368,25 @@ final class AuthState implements StateSection {
     return reply.build();
   }
 
+  /**
+   * The quotas of {@code principal}: {@code defaults}, except where a role it holds sets one (the
+   * largest value any sets); none ({@link Quotas#UNLIMITED}) if it holds the role admin.
+   */
+  Quotas quotasOf(String principal, Quotas defaults) {
+    Grants g = grantsOf(principal);
+    if (g.admin) {
+      return Quotas.UNLIMITED;
+    }
+    if (g.quotas == null) {
+      return defaults;
+    }
+    if (g.effective == null || g.base != defaults) {
+      g.base = defaults;
+      g.effective = defaults.under(g.quotas);
+    }
+    return g.effective;
+  }
+
   private Grants grantsOf(String principal) {
     Grants g = grants.get(principal);
     if (g == null) {
@@ -356,21 +399,47 @@ final class AuthState implements StateSection {
     return g;
   }
 
-  /** One principal's permissions, gathered from its roles. */
-  private record Grants(boolean admin, List<Permission> permissions) {
+  /**
+   * One principal's permissions and role quotas, gathered from its roles; and its quotas as last
+   * computed (from which defaults).
+   */
+  private static final class Grants {
+    final boolean admin;
+    final List<Permission> permissions;
+
+    /** Per quota, the largest value a role sets (0: none sets it); null if no role sets any. */
+    final long[] quotas;
+
+    Quotas base;
+    Quotas effective;
+
+    Grants(boolean admin, List<Permission> permissions, long[] quotas) {
+      this.admin = admin;
+      this.permissions = permissions;
+      this.quotas = quotas;
+    }
+
     static Grants of(TreeSet<String> held, Map<String, Role> roles) {
       if (held == null) {
-        return new Grants(false, List.of());
+        return new Grants(false, List.of(), null);
       }
       boolean admin = held.contains(ADMIN);
       List<Permission> all = new ArrayList<>();
+      long[] quotas = null;
       for (String name : held) {
         Role r = roles.get(name);
         if (r != null) {
           all.addAll(r.getPermissionsList());
+          if (r.hasQuotas()) {
+            long[] v = Quotas.values(r.getQuotas());
+            quotas = quotas == null ? new long[v.length] : quotas;
+            for (int i = 0; i < v.length; i++) {
+              quotas[i] = Math.max(quotas[i], v[i]);
+            }
+          }
         }
       }
-      return new Grants(admin, List.copyOf(all));
+      return new Grants(admin, List.copyOf(all), quotas);
     }
 
     boolean allows(Permission.Kind kind, String subject) {
@@ -393,11 +462,16 @@ final class AuthState implements StateSection {
     out.writeInt(roles.size());
     for (Role r : roles.values()) {
       StateSection.writeString(out, r.getName());
-      out.writeBoolean(r.getAdmin());
+      out.writeByte((r.getAdmin() ? 1 : 0) | (r.hasQuotas() ? QUOTAS_FLAG : 0));
       out.writeInt(r.getPermissionsCount());
       for (Permission p : r.getPermissionsList()) {
         out.writeInt(p.getKindValue());
         StateSection.writeString(out, p.getPrefix());
+      }
+      if (r.hasQuotas()) {
+        for (long v : Quotas.values(r.getQuotas())) {
+          out.writeLong(v);
+        }
       }
     }
     out.writeInt(users.size());
@@ -416,7 +490,8 @@ final class AuthState implements StateSection {
     int roleCount = StateSection.count(in.readInt(), "role");
     for (int i = 0; i < roleCount; i++) {
       Role.Builder r = Role.newBuilder().setName(StateSection.readString(in));
-      r.setAdmin(in.readBoolean());
+      int flags = in.readByte();
+      r.setAdmin((flags & 1) != 0);
       int permissions = StateSection.count(in.readInt(), "permission");
       for (int j = 0; j < permissions; j++) {
         int kind = in.readInt();
@@ -425,6 +500,13 @@ final class AuthState implements StateSection {
         }
         r.addPermissions(
             Permission.newBuilder().setKindValue(kind).setPrefix(StateSection.readString(in)));
+      }
+      if ((flags & QUOTAS_FLAG) != 0) {
+        long[] v = new long[Quotas.NAMES.size()];
+        for (int k = 0; k < v.length; k++) {
+          v[k] = in.readLong();
+        }
+        r.setQuotas(Quotas.of(v).toProto());
       }
       Role role = r.build();
       String bad = roleProblem(role);

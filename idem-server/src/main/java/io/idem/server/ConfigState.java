@@ -32,6 +32,9 @@ final class ConfigState implements StateSection {
   /** The log format in force, which a configuration command sets. */
   final FormatState format = new FormatState(this);
 
+  /** The default quotas and the backend budget (log format 7), which it sets too. */
+  final QuotaState quotas = new QuotaState();
+
   /**
    * @param sessions the session domain, which holds the session bounds
    */
@@ -70,8 +73,12 @@ final class ConfigState implements StateSection {
    * flags); a change replaces the non-zero fields. An out-of-range value refuses the whole command,
    * which changes nothing. Lowered bounds drop nothing already held: existing keys, values, leases
    * and sessions stay, and only later commands are judged by the new limits.
+   *
+   * @param since7 whether the entry is of log format 7 or later: only then are the quotas and the
+   *     backend budget applied, and the limits held to the format's hard ranges ({@link
+   *     ReplicatedConfig#with})
    */
-  ConfigureReply configure(long index, ConfigureCmd cmd) {
+  ConfigureReply configure(long index, ConfigureCmd cmd, boolean since7) {
     ConfigureReply.Builder reply = ConfigureReply.newBuilder().setCode(Code.OK);
     if (cmd.getBootstrap() && configured()) {
       return describe(reply);
@@ -105,7 +112,14 @@ final class ConfigState implements StateSection {
       formatNext = cmd.getLogFormat();
     }
     try {
-      ReplicatedConfig next = current().with(cmd.getLimits(), cmd.getSessions());
+      ReplicatedConfig next = current().with(cmd.getLimits(), cmd.getSessions(), since7);
+      String badQuota = since7 ? QuotaState.problem(cmd.getQuotas(), cmd.getBackendBytes()) : null;
+      if (badQuota != null) {
+        throw new IllegalArgumentException(badQuota);
+      }
+      if (since7) {
+        quotas.configure(cmd.getQuotas(), cmd.getBackendBytes());
+      }
       limits = next.limits();
       sessions.reconfigure(next.sessions());
       revision = index;
@@ -130,6 +144,8 @@ final class ConfigState implements StateSection {
         .setSessions(now.boundsProto())
         .setConfigRevision(revision)
         .setLogFormat(format.logFormat())
+        .setQuotas(quotas.defaults().toProto())
+        .setBackendBytes(quotas.backendBytes())
         .build();
   }
 

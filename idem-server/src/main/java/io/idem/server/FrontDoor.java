@@ -250,6 +250,8 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
             .setLimits(req.getLimits())
             .setSessions(req.getSessions())
             .setLogFormat(req.getLogFormat())
+            .setQuotas(req.getQuotas())
+            .setBackendBytes(req.getBackendBytes())
             .setPrincipal(principal)
             .build();
     CompletableFuture<String> checked;

@@ -30,6 +30,9 @@ import org.slf4j.LoggerFactory;
  * kill does, minus the process exit).
  */
 public final class IdemServer implements AutoCloseable {
+  /** The newest log format this code applies and writes ({@code Status.max_log_format}). */
+  public static final int MAX_LOG_FORMAT = ReplicatedState.LOG_FORMAT_VERSION;
+
   private static final Logger LOG = LoggerFactory.getLogger(IdemServer.class);
 
   /** The shortest interval between a client's keep-alive pings that the client port accepts. */
@@ -233,6 +236,23 @@ public final class IdemServer implements AutoCloseable {
     Gauge.builder("idem.kv.keys", this, s -> s.inspectState(st -> st.kv.size()))
         .description("Keys in the KV store")
         .register(r);
+    Gauge.builder("idem.backend.used.bytes", this, s -> s.inspectState(st -> st.backendUsed()))
+        .description("The replicated state's estimated size, which the backend budget bounds")
+        .baseUnit("bytes")
+        .register(r);
+    Gauge.builder(
+            "idem.backend.budget.bytes",
+            this,
+            s -> s.inspectState(st -> st.configuration.quotas.backendBytes()))
+        .description("The backend budget: past it, writes that grow the state get NO_SPACE")
+        .baseUnit("bytes")
+        .register(r);
+    Gauge.builder(
+            "idem.backend.alarm",
+            this,
+            s -> s.inspectState(st -> st.configuration.quotas.alarm() ? 1 : 0))
+        .description("1 while the NO_SPACE alarm is raised")
+        .register(r);
     FunctionCounter.builder(
             "idem.duplicates.suppressed",
             this,
@@ -324,7 +344,11 @@ public final class IdemServer implements AutoCloseable {
                 .setSessions(s.configuration.current().boundsProto())
                 .setConfigRevision(s.configuration.revision())
                 .setLogFormat(s.configuration.logFormat())
-                .setAuthEnabled(s.auth.enabled()));
+                .setAuthEnabled(s.auth.enabled())
+                .setBackendUsedBytes(s.backendUsed())
+                .setBackendBytes(s.configuration.quotas.backendBytes())
+                .setNoSpaceAlarm(s.configuration.quotas.alarm())
+                .setQuotas(s.configuration.quotas.defaults().toProto()));
     IdemStateMachine.Digest digest = stateMachine.digestAtSnapshot();
     b.setDigest(digest.hex()).setDigestIndex(digest.index());
     b.setLogStartIndex(logStartIndex());

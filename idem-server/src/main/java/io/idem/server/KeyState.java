@@ -65,15 +65,41 @@ final class KeyState implements StateSection {
    * {@code capacity}.
    */
   Result acquire(long revision, AcquireKey a, long token, long now, KeyTable.Capacity capacity) {
+    return acquire(revision, a, token, now, capacity, null);
+  }
+
+  /**
+   * As {@link #acquire(long, AcquireKey, long, long, KeyTable.Capacity)}, charging a new record to
+   * {@code payer} (null: nobody): a new key is refused with {@code NO_SPACE} while the backend is
+   * full, and with {@code QUOTA_EXCEEDED} once the payer holds its {@code key_records} or {@code
+   * key_bytes}. Existing keys are answered as ever, and a completion is never refused: it must
+   * settle what was acquired.
+   */
+  Result acquire(
+      long revision, AcquireKey a, long token, long now, KeyTable.Capacity capacity, Payer payer) {
+    KeyTable.KeyId id = new KeyTable.KeyId(a.getScope(), a.getKey());
+    KeyTable.Capacity quota = null;
+    if (payer != null) {
+      table.expire(now);
+      if (payer.full() && table.currentToken(id) == 0) {
+        return payer.noSpace(revision);
+      }
+      quota =
+          new KeyTable.Capacity(
+              (int) Math.min(payer.quotas().keyRecords(), Integer.MAX_VALUE),
+              payer.quotas().keyBytes());
+    }
     KeyTable.Acquisition r =
         table.acquire(
-            new KeyTable.KeyId(a.getScope(), a.getKey()),
+            id,
             a.getFingerprint().toByteArray(),
             a.getInProgressMs(),
             a.getRetentionMs(),
             token,
             now,
-            capacity);
+            capacity,
+            payer == null ? null : payer.principal(),
+            quota);
     if (r instanceof KeyTable.Acquisition.Acquired acq) {
       return outcome(revision, KeyOutcome.ACQUIRED)
           .setToken(acq.token())
@@ -100,6 +126,14 @@ final class KeyState implements StateSection {
           .setMessage(f.reason())
           .setRevision(revision)
           .build();
+    }
+    if (r instanceof KeyTable.Acquisition.OverQuota) {
+      KeyTable.Usage u = table.usageOf(payer.principal());
+      return payer.overQuota(
+          revision,
+          u.records() >= quota.maxRecords() ? "key_records" : "key_bytes",
+          u.records() + " key records of " + u.bytes() + " bytes",
+          u.records() >= quota.maxRecords() ? quota.maxRecords() : quota.maxBytes());
     }
     return Results.invalid(revision, ((KeyTable.Acquisition.Invalid) r).reason());
   }
@@ -178,6 +212,14 @@ final class KeyState implements StateSection {
 
   int size() {
     return table.size();
+  }
+
+  /** The bytes a key record costs beyond its key, fingerprint and response, in the estimate. */
+  static final long RECORD_OVERHEAD = 160;
+
+  /** The key records' share of the state's size estimate. */
+  long bytes() {
+    return table.bytes() + table.size() * RECORD_OVERHEAD;
   }
 
   private static Result settled(long revision, KeyTable.Settlement s) {

@@ -29,12 +29,38 @@ import java.util.TreeSet;
  * follower's CPU at 256,000 keys (tree descents comparing keys with a common prefix). Only new and
  * removed keys touch the tree.
  *
+ * <p>Quotas (log format 7 and later): each key is charged to the principal that wrote it last, its
+ * owner, for one key and its {@link #footprint} (a write by another principal moves it over); keys
+ * written by older formats have no owner. A write that would take its principal past {@code
+ * kv_keys} or {@code kv_bytes}, or an {@code append} past {@code list_length}, is refused with
+ * {@code QUOTA_EXCEEDED}, and a write that grows the state while the backend is full with {@code
+ * NO_SPACE}; deletes always go through. The usage is derived from the keys, never in the snapshot.
+ *
  * <p>Snapshot section: {@code int count}, then per key in key order: {@code utf key, byte kind (0
- * value, 1 list), long version, long createRevision, long modRevision, utf lease ("" for none)},
- * and the value ({@code int length} + bytes) or the list ({@code int count}, then length + bytes
- * each). It follows the leases' section, whose leases its keys name.
+ * value, 1 list; plus 0x80 if it has an owner), long version, long createRevision, long
+ * modRevision, utf lease ("" for none)}, the owner ({@code utf}, only with 0x80), and the value
+ * ({@code int length} + bytes) or the list ({@code int count}, then length + bytes each). A key
+ * without an owner is written as before owners existed. It follows the leases' section, whose
+ * leases its keys name.
  */
 final class KvState implements StateSection {
+
+  /** The bytes a key costs beyond its key and value, in the state's size estimate. */
+  static final long ENTRY_OVERHEAD = 128;
+
+  /** The bytes a list element costs beyond its value. */
+  static final long ELEMENT_OVERHEAD = 16;
+
+  /** The kind bit of a snapshot entry that carries an owner. */
+  private static final int OWNED = 0x80;
+
+  /** What one principal's keys hold. Derived; never in the snapshot. */
+  private static final class Usage {
+    long keys;
+    long bytes;
+  }
+
+  private static final Usage NO_USAGE = new Usage();
 
   /** One key's state. */
   private static final class Entry {
@@ -44,6 +70,12 @@ final class KvState implements StateSection {
     long createRevision;
     long modRevision;
     String lease;
+
+    /** The principal charged for it (log format 7 and later), or null. */
+    String owner;
+
+    /** Its {@link #footprint}, as charged. */
+    long bytes;
 
     boolean isList() {
       return elements != null;
@@ -58,6 +90,8 @@ final class KvState implements StateSection {
       c.createRevision = createRevision;
       c.modRevision = modRevision;
       c.lease = lease;
+      c.owner = owner;
+      c.bytes = bytes;
       return c;
     }
   }
@@ -69,6 +103,12 @@ final class KvState implements StateSection {
 
   /** The keys under each lease, by lease name. Only looked up, never iterated. */
   private final HashMap<String, TreeSet<String>> leased = new HashMap<>();
+
+  /** The owners' usage, by principal. Only looked up, never iterated. */
+  private final HashMap<String, Usage> usage = new HashMap<>();
+
+  /** The sum of every key's footprint. */
+  private long bytes;
 
   /**
    * @param config the replicated limits (keys and values)
@@ -83,8 +123,35 @@ final class KvState implements StateSection {
     return entries.size();
   }
 
-  /** Writes a plain value, under a lease if it names one (else under none). */
+  /** The sum of every key's footprint: its share of the state's size estimate. */
+  long bytes() {
+    return bytes;
+  }
+
+  /** The keys {@code principal} owns. */
+  long keysOf(String principal) {
+    Usage u = usage.get(principal);
+    return u == null ? 0 : u.keys;
+  }
+
+  /** The bytes of the keys {@code principal} owns. */
+  long bytesOf(String principal) {
+    Usage u = usage.get(principal);
+    return u == null ? 0 : u.bytes;
+  }
+
+  /** What a key with a plain value costs in the size estimate. */
+  static long footprint(String key, ByteString value) {
+    return ENTRY_OVERHEAD + 2L * key.length() + value.size();
+  }
+
+  /** {@link #put(long, Put, Payer)} by nobody (log formats before 7: no owner, no quota). */
   Result put(long revision, Put p) {
+    return put(revision, p, null);
+  }
+
+  /** Writes a plain value, under a lease if it names one (else under none). */
+  Result put(long revision, Put p, Payer payer) {
     Limits limits = config.limits();
     String bad = firstProblem(limits.checkKey(p.getKey()), limits.checkValue(p.getValue().size()));
     if (bad != null) {
@@ -98,7 +165,12 @@ final class KvState implements StateSection {
     if (lease != null && !leases.exists(lease)) {
       return Results.of(revision, Code.LEASE_NOT_FOUND, "no lease named \"" + lease + "\"");
     }
-    Entry e = write(p.getKey(), p.getValue(), revision);
+    Result refused =
+        refusal(revision, p.getKey(), existing, footprint(p.getKey(), p.getValue()), payer);
+    if (refused != null) {
+      return refused;
+    }
+    Entry e = write(p.getKey(), p.getValue(), revision, payer);
     attach(p.getKey(), e, lease);
     return Results.ok(revision).setVersion(e.version).setDone(true).build();
   }
@@ -116,6 +188,10 @@ final class KvState implements StateSection {
   }
 
   Result compareAndSet(long revision, CompareAndSet c) {
+    return compareAndSet(revision, c, null);
+  }
+
+  Result compareAndSet(long revision, CompareAndSet c, Payer payer) {
     Limits limits = config.limits();
     String bad = firstProblem(limits.checkKey(c.getKey()), limits.checkValue(c.getValue().size()));
     if (bad != null) {
@@ -134,11 +210,19 @@ final class KvState implements StateSection {
           .setVersion(current)
           .build();
     }
-    Entry written = write(c.getKey(), c.getValue(), revision);
+    Result refused = refusal(revision, c.getKey(), e, footprint(c.getKey(), c.getValue()), payer);
+    if (refused != null) {
+      return refused;
+    }
+    Entry written = write(c.getKey(), c.getValue(), revision, payer);
     return Results.ok(revision).setVersion(written.version).setDone(true).build();
   }
 
   Result increment(long revision, Increment inc) {
+    return increment(revision, inc, null);
+  }
+
+  Result increment(long revision, Increment inc, Payer payer) {
     String bad = config.limits().checkKey(inc.getKey());
     if (bad != null) {
       return Results.invalid(revision, bad);
@@ -161,11 +245,20 @@ final class KvState implements StateSection {
     } catch (ArithmeticException overflow) {
       return Results.invalid(revision, "counter " + inc.getKey() + " would overflow");
     }
-    Entry written = write(inc.getKey(), ByteString.copyFromUtf8(Long.toString(next)), revision);
+    ByteString value = ByteString.copyFromUtf8(Long.toString(next));
+    Result refused = refusal(revision, inc.getKey(), e, footprint(inc.getKey(), value), payer);
+    if (refused != null) {
+      return refused;
+    }
+    Entry written = write(inc.getKey(), value, revision, payer);
     return Results.ok(revision).setVersion(written.version).setNumber(next).setDone(true).build();
   }
 
   Result append(long revision, Append a) {
+    return append(revision, a, null);
+  }
+
+  Result append(long revision, Append a, Payer payer) {
     Limits limits = config.limits();
     String bad = firstProblem(limits.checkKey(a.getKey()), limits.checkValue(a.getValue().size()));
     if (bad != null) {
@@ -175,13 +268,37 @@ final class KvState implements StateSection {
     if (e != null && !e.isList()) {
       return wrongType(revision, a.getKey(), "a plain value (written by put)");
     }
+    if (payer != null) {
+      long length = e == null ? 0 : e.elements.size();
+      if (length >= payer.quotas().listLength()) {
+        return payer.overQuota(
+            revision,
+            "list_length",
+            "list \"" + a.getKey() + "\" of " + length + " elements",
+            payer.quotas().listLength());
+      }
+      long grown =
+          (e == null ? ENTRY_OVERHEAD + 2L * a.getKey().length() : e.bytes)
+              + ELEMENT_OVERHEAD
+              + a.getValue().size();
+      Result refused = refusal(revision, a.getKey(), e, grown, payer);
+      if (refused != null) {
+        return refused;
+      }
+    }
     if (e == null) {
       e = new Entry();
       e.createRevision = revision;
       e.elements = new ArrayList<>();
+      e.bytes = ENTRY_OVERHEAD + 2L * a.getKey().length();
       add(a.getKey(), e);
+      account(e, 1); // ownerless for now: the next lines move it to its owner
     }
+    account(e, -1);
     e.elements.add(a.getValue());
+    e.bytes += ELEMENT_OVERHEAD + a.getValue().size();
+    e.owner = payer == null ? null : payer.principal();
+    account(e, 1);
     e.version++;
     e.modRevision = revision;
     return Results.ok(revision)
@@ -228,19 +345,70 @@ final class KvState implements StateSection {
     return b.build();
   }
 
+  /**
+   * The refusal of a write that makes {@code key} (now {@code e}, null if absent) cost {@code
+   * newBytes}, or null if {@code payer} may make it: {@code NO_SPACE} if it grows the state while
+   * the backend is full, {@code QUOTA_EXCEEDED} if it takes the payer past {@code kv_keys} or
+   * {@code kv_bytes}. A write that grows nothing of the payer's always goes through.
+   */
+  private Result refusal(long revision, String key, Entry e, long newBytes, Payer payer) {
+    if (payer == null) {
+      return null;
+    }
+    long oldBytes = e == null ? 0 : e.bytes;
+    if (newBytes > oldBytes && payer.full()) {
+      return payer.noSpace(revision);
+    }
+    Usage u = usage.getOrDefault(payer.principal(), NO_USAGE);
+    boolean mine = e != null && payer.principal().equals(e.owner);
+    if (!mine && u.keys >= payer.quotas().kvKeys()) {
+      return payer.overQuota(
+          revision,
+          "kv_keys",
+          u.keys + " keys; key \"" + key + "\" would be one more",
+          payer.quotas().kvKeys());
+    }
+    long after = u.bytes + newBytes - (mine ? oldBytes : 0);
+    if (after > u.bytes && after > payer.quotas().kvBytes()) {
+      return payer.overQuota(
+          revision,
+          "kv_bytes",
+          u.bytes + " bytes of keys and values; this write would make " + after,
+          payer.quotas().kvBytes());
+    }
+    return null;
+  }
+
   /** Writes a plain value, keeping the key's lease; the caller checked it is not a list. */
-  private Entry write(String key, ByteString value, long revision) {
+  private Entry write(String key, ByteString value, long revision, Payer payer) {
     Entry e = index.get(key);
     if (e == null) {
       e = new Entry();
       e.createRevision = revision;
       add(key, e);
     }
+    account(e, -1);
     e.value = value;
     e.elements = null;
+    e.bytes = footprint(key, value);
+    e.owner = payer == null ? null : payer.principal();
+    account(e, 1);
     e.version++;
     e.modRevision = revision;
     return e;
+  }
+
+  /** Adds ({@code sign} 1) or takes away (-1) an entry's bytes, from the total and its owner. */
+  private void account(Entry e, int sign) {
+    bytes += sign * e.bytes;
+    if (e.owner != null) {
+      Usage u = usage.computeIfAbsent(e.owner, o -> new Usage());
+      u.keys += sign;
+      u.bytes += sign * e.bytes;
+      if (u.keys == 0) {
+        usage.remove(e.owner);
+      }
+    }
   }
 
   /** Moves {@code key} from its current lease (if any) to {@code lease} (may be null). */
@@ -264,7 +432,11 @@ final class KvState implements StateSection {
 
   private Entry remove(String key) {
     index.remove(key);
-    return entries.remove(key);
+    Entry e = entries.remove(key);
+    if (e != null) {
+      account(e, -1);
+    }
+    return e;
   }
 
   private static String firstProblem(String a, String b) {
@@ -306,11 +478,14 @@ final class KvState implements StateSection {
 
   private static void writeEntry(DataOutputStream out, String key, Entry e) throws IOException {
     StateSection.writeString(out, key);
-    out.writeByte(e.isList() ? 1 : 0);
+    out.writeByte((e.isList() ? 1 : 0) | (e.owner != null ? OWNED : 0));
     out.writeLong(e.version);
     out.writeLong(e.createRevision);
     out.writeLong(e.modRevision);
     StateSection.writeString(out, e.lease == null ? "" : e.lease);
+    if (e.owner != null) {
+      StateSection.writeString(out, e.owner);
+    }
     if (e.isList()) {
       out.writeInt(e.elements.size());
       for (ByteString b : e.elements) {
@@ -328,20 +503,28 @@ final class KvState implements StateSection {
     for (int i = 0; i < n; i++) {
       String key = StateSection.readString(in);
       Entry e = new Entry();
-      int kind = in.readByte();
+      int kind = in.readByte() & 0xff;
       e.version = in.readLong();
       e.createRevision = in.readLong();
       e.modRevision = in.readLong();
       String lease = StateSection.readString(in);
+      if ((kind & OWNED) != 0) {
+        e.owner = StateSection.readString(in);
+        kind &= ~OWNED;
+      }
       if (kind == 1) {
         int count = StateSection.count(in.readInt(), "list element");
         List<ByteString> elements = new ArrayList<>(Math.min(count, 1024));
+        e.bytes = ENTRY_OVERHEAD + 2L * key.length();
         for (int j = 0; j < count; j++) {
-          elements.add(StateSection.readBytes(in));
+          ByteString b = StateSection.readBytes(in);
+          elements.add(b);
+          e.bytes += ELEMENT_OVERHEAD + b.size();
         }
         e.elements = elements;
       } else if (kind == 0) {
         e.value = StateSection.readBytes(in);
+        e.bytes = footprint(key, e.value);
       } else {
         throw new SnapshotFormatException("key \"" + key + "\": unknown kind " + kind);
       }
@@ -352,6 +535,7 @@ final class KvState implements StateSection {
         attach(key, e, lease);
       }
       add(key, e);
+      account(e, 1);
     }
   }
 }

@@ -7,6 +7,7 @@ import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.OptionalLong;
 import java.util.TreeMap;
@@ -20,7 +21,14 @@ import java.util.TreeSet;
  *
  * <p>Snapshot section: {@code int count}, then per lease in name order: {@code utf name, long
  * holder, long ttlMs, long expiresAtMs}. Version 1 snapshots have no holder: such leases are
- * restored with holder 0 (session ids start at 4096), which any session may renew or revoke.
+ * restored with holder 0 (session ids start at 4096), which any session may renew or revoke. A
+ * lease with an owner (below) is written with {@code -(holder + 1)} in place of its holder and
+ * {@code utf owner} after the name; one without is written as before owners existed.
+ *
+ * <p>Quotas (log format 7 and later): a lease is charged to the principal of the session granted it
+ * (its owner) for as long as it lives; a grant past the principal's {@code leases} quota is refused
+ * with {@code QUOTA_EXCEEDED}, and any grant while the backend is full with {@code NO_SPACE}.
+ * Leases granted by older formats have no owner.
  */
 final class LeaseState implements StateSection {
 
@@ -36,17 +44,22 @@ final class LeaseState implements StateSection {
     HELD
   }
 
+  /** The bytes a lease costs beyond its name, in the state's size estimate. */
+  static final long LEASE_OVERHEAD = 128;
+
   private static final class Lease {
     final String name;
     final long holder;
     final long ttlMs;
+    final String owner; // the principal charged for it (log format 7), or null
     long expiresAtMs;
 
-    Lease(String name, long holder, long ttlMs, long expiresAtMs) {
+    Lease(String name, long holder, long ttlMs, long expiresAtMs, String owner) {
       this.name = name;
       this.holder = holder;
       this.ttlMs = ttlMs;
       this.expiresAtMs = expiresAtMs;
+      this.owner = owner;
     }
   }
 
@@ -61,6 +74,12 @@ final class LeaseState implements StateSection {
   private final ConfigState config;
   private final TreeMap<String, Lease> leases = new TreeMap<>();
   private final TreeSet<Deadline> deadlines = new TreeSet<>();
+
+  /** Leases per owner. Only looked up, never iterated. */
+  private final HashMap<String, Long> owned = new HashMap<>();
+
+  /** The sum of the leases' names' bytes, for the size estimate. */
+  private long nameBytes;
 
   /**
    * @param config the replicated limits (lease names and TTLs)
@@ -77,14 +96,32 @@ final class LeaseState implements StateSection {
     return leases.size();
   }
 
+  /** The leases' share of the state's size estimate. */
+  long bytes() {
+    return leases.size() * LEASE_OVERHEAD + nameBytes;
+  }
+
+  /** The leases {@code principal} owns. */
+  long countOf(String principal) {
+    return owned.getOrDefault(principal, 0L);
+  }
+
   /** The session holding lease {@code name} (0: restored from version 1), if it exists. */
   OptionalLong holder(String name) {
     Lease l = leases.get(name);
     return l == null ? OptionalLong.empty() : OptionalLong.of(l.holder);
   }
 
-  /** Grants lease {@code g} to {@code session}; the answer's number is its expiry in log time. */
+  /** {@link #grant(long, long, GrantLease, long, Payer)} without a payer (formats before 7). */
   Result grant(long revision, long session, GrantLease g, long now) {
+    return grant(revision, session, g, now, null);
+  }
+
+  /**
+   * Grants lease {@code g} to {@code session}, charged to {@code payer} (null: nobody); the
+   * answer's number is its expiry in log time.
+   */
+  Result grant(long revision, long session, GrantLease g, long now, Payer payer) {
     Limits limits = config.limits();
     String name = g.getName();
     long ttlMs = g.getTtlMs();
@@ -98,7 +135,16 @@ final class LeaseState implements StateSection {
     if (leases.containsKey(name)) {
       return Results.of(revision, Code.DUPLICATE_LEASE, "lease \"" + name + "\" is held");
     }
-    Lease l = add(name, session, ttlMs, now + ttlMs);
+    if (payer != null) {
+      if (payer.full()) {
+        return payer.noSpace(revision);
+      }
+      long held = countOf(payer.principal());
+      if (held >= payer.quotas().leases()) {
+        return payer.overQuota(revision, "leases", held + " leases", payer.quotas().leases());
+      }
+    }
+    Lease l = add(name, session, ttlMs, now + ttlMs, payer == null ? null : payer.principal());
     return Results.ok(revision).setNumber(l.expiresAtMs).setDone(true).build();
   }
 
@@ -121,7 +167,7 @@ final class LeaseState implements StateSection {
     if (l == null) {
       return notHeld(revision, name);
     }
-    leases.remove(l.name);
+    drop(leases.remove(l.name));
     deadlines.remove(new Deadline(l.expiresAtMs, l.name));
     Result.Builder r = Results.ok(revision).setDone(true);
     return (rules == Rules.HELD ? r.setNumber(now) : r).build();
@@ -142,7 +188,7 @@ final class LeaseState implements StateSection {
     List<String> gone = new ArrayList<>();
     while (!deadlines.isEmpty() && deadlines.first().atMs() < now) {
       String name = deadlines.pollFirst().name();
-      leases.remove(name);
+      drop(leases.remove(name));
       gone.add(name);
     }
     return gone;
@@ -164,11 +210,23 @@ final class LeaseState implements StateSection {
             : "no lease named \"" + name + "\"");
   }
 
-  private Lease add(String name, long holder, long ttlMs, long expiresAtMs) {
-    Lease l = new Lease(name, holder, ttlMs, expiresAtMs);
+  private Lease add(String name, long holder, long ttlMs, long expiresAtMs, String owner) {
+    Lease l = new Lease(name, holder, ttlMs, expiresAtMs, owner);
     leases.put(name, l);
     deadlines.add(new Deadline(expiresAtMs, name));
+    nameBytes += 2L * name.length();
+    if (owner != null) {
+      owned.merge(owner, 1L, Long::sum);
+    }
     return l;
+  }
+
+  /** Takes a removed lease out of the accounting. */
+  private void drop(Lease l) {
+    nameBytes -= 2L * l.name.length();
+    if (l.owner != null && owned.merge(l.owner, -1L, Long::sum) == 0) {
+      owned.remove(l.owner);
+    }
   }
 
   /** Pushes the lease's expiry to {@code atMs} if that is later. */
@@ -185,7 +243,12 @@ final class LeaseState implements StateSection {
     out.writeInt(leases.size());
     for (Lease l : leases.values()) {
       StateSection.writeString(out, l.name);
-      out.writeLong(l.holder);
+      if (l.owner == null) {
+        out.writeLong(l.holder);
+      } else {
+        out.writeLong(-(l.holder + 1));
+        StateSection.writeString(out, l.owner);
+      }
       out.writeLong(l.ttlMs);
       out.writeLong(l.expiresAtMs);
     }
@@ -197,7 +260,12 @@ final class LeaseState implements StateSection {
     for (int i = 0; i < n; i++) {
       String name = StateSection.readString(in);
       long holder = formatVersion == 1 ? 0 : in.readLong();
-      add(name, holder, in.readLong(), in.readLong());
+      String owner = null;
+      if (holder < 0) {
+        holder = -holder - 1;
+        owner = StateSection.readString(in);
+      }
+      add(name, holder, in.readLong(), in.readLong(), owner);
     }
   }
 }

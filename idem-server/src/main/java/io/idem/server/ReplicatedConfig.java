@@ -41,12 +41,40 @@ record ReplicatedConfig(Limits limits, SessionTableConfig sessions) {
   }
 
   /**
+   * Checks that a bootstrap from this configuration would be applied: every value within the ranges
+   * of the log format this code writes.
+   *
+   * @throws IllegalArgumentException naming the first value out of range
+   */
+  void checkBootstrap() {
+    DEFAULTS.with(limitsProto(), boundsProto(), true);
+  }
+
+  /** The largest window a log format 7 configuration may set. */
+  static final int CLAMPED_MAX_WINDOW = 1024;
+
+  /** The most sessions a log format 7 configuration may allow. */
+  static final int CLAMPED_MAX_SESSIONS = 1_000_000;
+
+  /** The longest session and lease TTL a log format 7 configuration may allow: one day. */
+  static final long CLAMPED_MAX_TTL_MS = 86_400_000L;
+
+  /** {@link #with(io.idem.proto.Limits, SessionBounds, boolean)} by the ranges of format 6. */
+  ReplicatedConfig with(io.idem.proto.Limits limits, SessionBounds bounds) {
+    return with(limits, bounds, false);
+  }
+
+  /**
    * This configuration with the non-zero fields of {@code change} in place of its own.
    *
+   * @param clamped the hard ranges of log format 7: a window of at most {@link
+   *     #CLAMPED_MAX_WINDOW}, at most {@link #CLAMPED_MAX_SESSIONS} sessions, and session and lease
+   *     TTLs of at most {@link #CLAMPED_MAX_TTL_MS}; older formats allowed more, and their entries
+   *     are judged by their own ranges
    * @throws IllegalArgumentException naming the first field out of range (a negative one included);
    *     nothing changes then
    */
-  ReplicatedConfig with(io.idem.proto.Limits limits, SessionBounds bounds) {
+  ReplicatedConfig with(io.idem.proto.Limits limits, SessionBounds bounds, boolean clamped) {
     Limits l = this.limits;
     int key = pick(limits.getMaxKeyBytes(), l.maxKeyBytes());
     int value = pick(limits.getMaxValueBytes(), l.maxValueBytes());
@@ -64,6 +92,15 @@ record ReplicatedConfig(Limits limits, SessionTableConfig sessions) {
         bad != null
             ? bad
             : Limits.outside("max_ttl_ms", maxTtl, SessionTableConfig.MAX_TTL_LIMIT_MS);
+    if (bad == null && clamped) {
+      // Only the values this change sets: a configuration carried over from an older format stays
+      // in force until changed.
+      bad = clamp("max_lease_ttl_ms", limits.getMaxLeaseTtlMs(), CLAMPED_MAX_TTL_MS);
+      bad = bad != null ? bad : clamp("window", bounds.getWindow(), CLAMPED_MAX_WINDOW);
+      bad =
+          bad != null ? bad : clamp("max_sessions", bounds.getMaxSessions(), CLAMPED_MAX_SESSIONS);
+      bad = bad != null ? bad : clamp("max_ttl_ms", bounds.getMaxTtlMs(), CLAMPED_MAX_TTL_MS);
+    }
     bad =
         bad != null
             ? bad
@@ -75,6 +112,10 @@ record ReplicatedConfig(Limits limits, SessionTableConfig sessions) {
     return new ReplicatedConfig(
         new Limits(key, value, name, leaseTtl),
         new SessionTableConfig(window, maxSessions, maxTtl, sessionName));
+  }
+
+  private static String clamp(String name, long proposed, long max) {
+    return proposed == 0 ? null : Limits.outside(name, proposed, max);
   }
 
   private static int pick(int proposed, int current) {

@@ -70,11 +70,23 @@ final class ReplicatedState {
    * session operation by its session's principal ({@link AuthState}), and session names per
    * principal. Inside an entry of version 5 or older none of them applies. A version 6 leader also
    * logs a registration's secret as its hash only ({@code RegisterCmd.secret_hash}).
+   *
+   * <p>Version 7 adds quotas per principal and the backend budget ({@link QuotaState}, {@link
+   * Payer}): a new session, a saved answer, a KV write, a lease or a key record past its
+   * principal's quota is refused with {@code QUOTA_EXCEEDED}, and a command that grows the state
+   * while it is at its budget with {@code NO_SPACE}; what such entries add is charged to its
+   * principal (its owner). A configuration change in a version 7 entry may set the default quotas
+   * and the budget, and is held to tighter ranges ({@link ReplicatedConfig#with}); a role in one
+   * may carry quotas. Inside an entry of version 6 or older none of them applies, and nothing it
+   * adds has an owner.
    */
-  static final int LOG_FORMAT_VERSION = 6;
+  static final int LOG_FORMAT_VERSION = 7;
 
   /** The first log-entry format with access control and session names per principal. */
   static final int AUTH_SINCE_VERSION = 6;
+
+  /** The first log-entry format with quotas, the backend budget and clamped configurations. */
+  static final int QUOTAS_SINCE_VERSION = 7;
 
   /** The first log-entry format in which leases have holders ({@link LeaseState.Rules#HELD}). */
   static final int LEASE_HOLDERS_SINCE_VERSION = 2;
@@ -118,7 +130,8 @@ final class ReplicatedState {
           new StateSnapshot.Section(5, 1, sessions),
           new StateSnapshot.Section(6, 5, keys),
           new StateSnapshot.Section(7, 7, configuration.format),
-          new StateSnapshot.Section(8, 7, auth));
+          new StateSnapshot.Section(8, 7, auth),
+          new StateSnapshot.Section(9, 8, configuration.quotas));
 
   private long clock;
   private long lastTerm;
@@ -210,9 +223,33 @@ final class ReplicatedState {
         out.addResults(r);
       }
     }
+    if (entryVersion >= QUOTAS_SINCE_VERSION) {
+      configuration.quotas.settle(backendUsed());
+    }
     appliedIndex = index;
     appliedTerm = term;
     return out.build();
+  }
+
+  /**
+   * The replicated state's estimated size in bytes, which the backend budget bounds: keys, values,
+   * saved answers, key records and lease names, plus a fixed cost per item (sessions, KV keys, key
+   * records, leases, saved answers). An estimate of the heap the state holds, not a measurement;
+   * every replica computes the same from the same state.
+   */
+  long backendUsed() {
+    return sessions.bytes() + kv.bytes() + keys.bytes() + leases.bytes();
+  }
+
+  /** The payer of a command on session {@code clientId}, or null before log format 7. */
+  private Payer payer(String principal) {
+    if (entryVersion < QUOTAS_SINCE_VERSION) {
+      return null;
+    }
+    QuotaState q = configuration.quotas;
+    long used = backendUsed();
+    return new Payer(
+        principal, auth.quotasOf(principal, q.defaults()), q.full(used), used, q.backendBytes());
   }
 
   /** Applies one command; its outcome, or null for a session command when not answering. */
@@ -228,6 +265,10 @@ final class ReplicatedState {
                         .setCode(Code.PERMISSION_DENIED)
                         .setMessage(auth.connectDenial(principal)))
                 .build();
+          }
+          RegisterReply refused = registrationRefusal(c.getRegister());
+          if (refused != null) {
+            return CommandResult.newBuilder().setRegistration(refused).build();
           }
           return CommandResult.newBuilder()
               .setRegistration(
@@ -259,11 +300,47 @@ final class ReplicatedState {
           return rejectedCommand(c, "unknown command");
         }
         return CommandResult.newBuilder()
-            .setAuth(auth.apply(c.getAuth().getPrincipal(), c.getAuth().getRequest()))
+            .setAuth(
+                auth.apply(
+                    c.getAuth().getPrincipal(),
+                    c.getAuth().getRequest(),
+                    entryVersion >= QUOTAS_SINCE_VERSION))
             .build();
       default:
         return rejectedCommand(c, "unknown command");
     }
+  }
+
+  /**
+   * The refusal of a registration that would open a session past its principal's {@code sessions}
+   * quota, or while the backend is full; null if it may go on (always before format 7). A resume,
+   * and a retry of a named registration whose session lives, add no session and are not refused.
+   */
+  private RegisterReply registrationRefusal(io.idem.proto.RegisterCmd cmd) {
+    String principal = cmd.getPrincipal();
+    Payer payer = payer(principal);
+    io.idem.proto.RegisterRequest req = cmd.getRequest();
+    if (payer == null
+        || req.getResume()
+        || (!req.getName().isEmpty() && sessions.holdsName(req.getName(), principal))) {
+      return null;
+    }
+    if (payer.full()) {
+      return RegisterReply.newBuilder()
+          .setCode(Code.NO_SPACE)
+          .setMessage(Payer.noSpaceMessage(payer.backendUsed(), payer.backendBytes()))
+          .build();
+    }
+    int live = sessions.usageOf(principal).sessions();
+    if (live >= payer.quotas().sessions()) {
+      return RegisterReply.newBuilder()
+          .setCode(Code.QUOTA_EXCEEDED)
+          .setMessage(
+              payer.overQuotaMessage(
+                  "sessions", live + " live sessions", payer.quotas().sessions()))
+          .build();
+    }
+    return null;
   }
 
   /**
@@ -278,7 +355,8 @@ final class ReplicatedState {
       }
     }
     boolean wasConfigured = configuration.configured();
-    io.idem.proto.ConfigureReply reply = configuration.configure(index, cmd);
+    io.idem.proto.ConfigureReply reply =
+        configuration.configure(index, cmd, entryVersion >= QUOTAS_SINCE_VERSION);
     if (cmd.getBootstrap() && !wasConfigured && configuration.configured()) {
       auth.bootstrap(cmd.getAuthAdmin());
     }
@@ -289,18 +367,35 @@ final class ReplicatedState {
   private ServerFrame session(long index, int position, SessionCmd cmd, boolean answering) {
     Admission a = sessions.admit(cmd, clock);
     if (a == Admission.NEW) {
+      String principal =
+          entryVersion >= AUTH_SINCE_VERSION ? sessions.principalOf(cmd.getClientId()) : "";
       String denied =
-          entryVersion >= AUTH_SINCE_VERSION
-              ? auth.denial(sessions.principalOf(cmd.getClientId()), cmd.getOp())
-              : null;
-      Result result =
-          denied == null
-              ? execute(index, position, cmd.getClientId(), cmd.getOp())
-              : Result.newBuilder()
-                  .setCode(Code.PERMISSION_DENIED)
-                  .setMessage(denied)
-                  .setRevision(index)
-                  .build();
+          entryVersion >= AUTH_SINCE_VERSION ? auth.denial(principal, cmd.getOp()) : null;
+      Payer payer = denied == null ? payer(principal) : null;
+      Result result;
+      if (denied != null) {
+        result =
+            Result.newBuilder()
+                .setCode(Code.PERMISSION_DENIED)
+                .setMessage(denied)
+                .setRevision(index)
+                .build();
+      } else if (payer != null) {
+        // Weigh the session's saved answers as they stand once this request's acknowledgement is
+        // taken (record would drop them anyway).
+        sessions.acknowledge(cmd.getClientId(), cmd.getAck());
+        long saved = sessions.usageOf(principal).savedBytes();
+        result =
+            saved >= payer.quotas().savedBytes()
+                ? payer.overQuota(
+                    index,
+                    "saved_bytes",
+                    saved + " bytes of saved answers (acknowledge answers to free them)",
+                    payer.quotas().savedBytes())
+                : execute(index, position, cmd.getClientId(), cmd.getOp(), payer);
+      } else {
+        result = execute(index, position, cmd.getClientId(), cmd.getOp(), null);
+      }
       sessions.record(cmd, clock, result);
       return answering
           ? ServerFrame.newBuilder().setSeq(cmd.getSeq()).setResult(result).build()
@@ -324,7 +419,7 @@ final class ReplicatedState {
    * Executes one new operation, command {@code position} of entry {@code revision}; business
    * failures are answers too, and are saved as such.
    */
-  private Result execute(long revision, int position, long session, Operation op) {
+  private Result execute(long revision, int position, long session, Operation op, Payer payer) {
     boolean keyed = entryVersion >= KEYS_SINCE_VERSION;
     if (keyed) {
       Result refused = fenceRefusal(revision, op);
@@ -334,17 +429,17 @@ final class ReplicatedState {
     }
     switch (op.getOpCase()) {
       case PUT:
-        return kv.put(revision, op.getPut());
+        return kv.put(revision, op.getPut(), payer);
       case DELETE:
         return kv.delete(revision, op.getDelete().getKey());
       case COMPARE_AND_SET:
-        return kv.compareAndSet(revision, op.getCompareAndSet());
+        return kv.compareAndSet(revision, op.getCompareAndSet(), payer);
       case INCREMENT:
-        return kv.increment(revision, op.getIncrement());
+        return kv.increment(revision, op.getIncrement(), payer);
       case APPEND:
-        return kv.append(revision, op.getAppend());
+        return kv.append(revision, op.getAppend(), payer);
       case GRANT_LEASE:
-        return leases.grant(revision, session, op.getGrantLease(), clock);
+        return leases.grant(revision, session, op.getGrantLease(), clock, payer);
       case KEEP_ALIVE_LEASE:
         return leases.keepAlive(
             revision, session, op.getKeepAliveLease().getName(), clock, leaseRules());
@@ -369,12 +464,13 @@ final class ReplicatedState {
             clock,
             entryVersion >= EXACT_FENCES_SINCE_VERSION
                 ? KeyState.CAPACITY
-                : KeyTable.Capacity.UNLIMITED);
+                : KeyTable.Capacity.UNLIMITED,
+            payer);
       case COMPLETE_KEY:
         if (!keyed) {
           break;
         }
-        return complete(revision, op.getCompleteKey());
+        return complete(revision, op.getCompleteKey(), payer);
       case RELEASE_KEY:
         if (!keyed) {
           break;
@@ -417,7 +513,7 @@ final class ReplicatedState {
    * does not own the key or the response is too large; the effect's refusal, with the key still
    * owned, if the write fails; else both, answered {@code SETTLED} with the write's fields.
    */
-  private Result complete(long revision, CompleteKey c) {
+  private Result complete(long revision, CompleteKey c, Payer payer) {
     if (!c.hasEffect() || entryVersion < EXACT_FENCES_SINCE_VERSION) {
       return keys.complete(revision, c, clock);
     }
@@ -425,13 +521,24 @@ final class ReplicatedState {
       return keys.complete(revision, c, clock); // answers INVALID_ARGUMENT or KEY_FENCED
     }
     Operation e = c.getEffect();
+    // A completion settles what was acquired, so neither quotas nor the budget refuse its effect;
+    // what the effect writes is still charged to the principal.
+    Payer charged =
+        payer == null
+            ? null
+            : new Payer(
+                payer.principal(),
+                Quotas.UNLIMITED,
+                false,
+                payer.backendUsed(),
+                payer.backendBytes());
     Result effect =
         switch (e.getOpCase()) {
-          case PUT -> kv.put(revision, e.getPut());
+          case PUT -> kv.put(revision, e.getPut(), charged);
           case DELETE -> kv.delete(revision, e.getDelete().getKey());
-          case COMPARE_AND_SET -> kv.compareAndSet(revision, e.getCompareAndSet());
-          case INCREMENT -> kv.increment(revision, e.getIncrement());
-          case APPEND -> kv.append(revision, e.getAppend());
+          case COMPARE_AND_SET -> kv.compareAndSet(revision, e.getCompareAndSet(), charged);
+          case INCREMENT -> kv.increment(revision, e.getIncrement(), charged);
+          case APPEND -> kv.append(revision, e.getAppend(), charged);
           default ->
               Results.invalid(
                   revision,

@@ -438,6 +438,9 @@ public record ServerConfig(
      * @throws IllegalArgumentException naming the first bad value
      */
     public ServerConfig build() {
+      // The bootstrap command carries these, and a leader writing log format 7 holds them to its
+      // ranges: refuse here what would leave the cluster unconfigured.
+      new ReplicatedConfig(limits, sessions).checkBootstrap();
       return new ServerConfig(
           id,
           dataDir,

@@ -48,6 +48,37 @@ final class SessionState implements StateSection {
     return table.size();
   }
 
+  /** The bytes a session costs beyond its saved answers, in the state's size estimate. */
+  static final long SESSION_OVERHEAD = 512;
+
+  /** The bytes a saved answer costs beyond its own, in the state's size estimate. */
+  static final long SAVED_ANSWER_OVERHEAD = 16;
+
+  /** The sessions' share of the state's size estimate. */
+  long bytes() {
+    return table.size() * SESSION_OVERHEAD
+        + table.savedResponses() * SAVED_ANSWER_OVERHEAD
+        + table.savedBytes();
+  }
+
+  /** What the live sessions of {@code principal} ("" for none) hold. */
+  SessionTable.Usage usageOf(String principal) {
+    return table.usageOf(principal);
+  }
+
+  /** Whether {@code principal} ("" for none) holds a live session named {@code name}. */
+  boolean holdsName(String name, String principal) {
+    return table.clientIdOf(name, principal) != -1;
+  }
+
+  /**
+   * Drops session {@code clientId}'s saved answers below {@code ack} (see {@link
+   * SessionTable#acknowledge}).
+   */
+  void acknowledge(long clientId, long ack) {
+    table.acknowledge(clientId, ack);
+  }
+
   /** The {@code n} sessions saving the most responses ({@link SessionTable#largestSessions}). */
   java.util.List<io.idem.core.SessionInfo> largest(int n) {
     return table.largestSessions(n);

@@ -23,17 +23,18 @@ import java.util.zip.CheckedInputStream;
 import java.util.zip.CheckedOutputStream;
 
 /**
- * The state machine's snapshot, format version 7: a sequence of sections, one per domain of the
+ * The state machine's snapshot, format version 8: a sequence of sections, one per domain of the
  * {@link ReplicatedState}, each written and read by the domain that owns it. Big-endian:
  *
  * <pre>
- * int magic = 0x49444D4B ("IDMK"), int version = 7
+ * int magic = 0x49444D4B ("IDMK"), int version = 8
  * per section, in ascending id: int id, long length, then length bytes written by its domain
  *   1 the log position (ReplicatedState)   2 the replicated configuration (ConfigState)
  *   3 leases (LeaseState)                  4 keys and values (KvState)
  *   5 sessions (SessionState: idem-core's own snapshot, with its own CRC32C)
  *   6 application idempotency keys (KeyState: idem-core's key table snapshot, with its own CRC32C)
  *   7 the log format in force (FormatState)  8 access control (AuthState)
+ *   9 default quotas, backend budget and alarm (QuotaState)
  * int CRC32C of every byte above
  * </pre>
  *
@@ -46,7 +47,10 @@ import java.util.zip.CheckedOutputStream;
  * sorted by key (the sort was most of the snapshot writer's work); the reader takes either in
  * either. Version 7 adds section 7 (the log format in force; older snapshots are read with the
  * format they imply) and section 8 (access control; older snapshots are read with auth off and no
- * roles).
+ * roles). Version 8 adds section 9 (quotas; older snapshots are read with the code's defaults and
+ * no alarm). Owners of keys, key records and leases (log format 7) are marked inside their sections
+ * so that records without one keep their bytes ({@link KvState}, {@link LeaseState}, idem-core's
+ * key table version 3).
  *
  * <p>Versions 1 to 3 had no framing: the same sections' bytes, in the same order, one after the
  * other, and the CRC32C. They are still read, each section by its domain from the version's bytes.
@@ -60,7 +64,7 @@ import java.util.zip.CheckedOutputStream;
  */
 final class StateSnapshot {
   static final int MAGIC = 0x49444D4B;
-  static final int VERSION = 7;
+  static final int VERSION = 8;
 
   /** The oldest version the reader still reads. */
   static final int OLDEST_VERSION = 1;
@@ -73,8 +77,8 @@ final class StateSnapshot {
    * without framing), so that the same state has the same digest as before version 4. The key table
    * (section 6, version 5) is hashed only when it is not pristine (see {@link #digest}), so that a
    * state without keys has the same digest as before version 5; so are the log format in force and
-   * access control (sections 7 and 8), so that a state either holds as an older snapshot implies
-   * has the digest it had before version 7.
+   * access control (sections 7 and 8) and the quotas (section 9), so that a state either holds as
+   * an older snapshot implies has the digest it had before version 7.
    */
   private static final int DIGEST_VERSION = 3;
 
@@ -108,7 +112,10 @@ final class StateSnapshot {
         boolean hashed =
             section.part() == s.auth
                 ? !s.auth.pristine()
-                : section.part() != s.configuration.format || !s.configuration.format.pristine();
+                : section.part() == s.configuration.quotas
+                    ? !s.configuration.quotas.pristine()
+                    : section.part() != s.configuration.format
+                        || !s.configuration.format.pristine();
         sections.add(new FrozenSection(section.id(), section.part().freeze(), null, hashed));
       }
     }

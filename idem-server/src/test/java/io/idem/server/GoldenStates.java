@@ -59,7 +59,9 @@ final class GoldenStates {
    * adds, before the tick, application idempotency keys (one completed, one taken over after its
    * deadline) and two fenced puts (one stale, refused; one current, applied). Version 6 bootstraps
    * at log format 6 and adds, before the tick, access control: a role, a principal holding it, and
-   * auth turned on with an admin.
+   * auth turned on with an admin. Version 7 bootstraps at log format 7, so that what the sessions
+   * add has an owner (the anonymous principal), and adds, before the tick, a role with quotas and
+   * the admin's change of the default quotas and the backend budget.
    */
   static List<LogEntry> log(int version) {
     List<LogEntry> log = new ArrayList<>();
@@ -190,6 +192,33 @@ final class GoldenStates {
                   AuthRequest.newBuilder()
                       .setGrant(UserRoles.newBuilder().setPrincipal("CN=a").addRoles("tenant-a"))),
               auth(AuthRequest.newBuilder().setEnableWithAdmin("CN=admin"))));
+    }
+    if (version >= 7) {
+      Role bulk =
+          Role.newBuilder()
+              .setName("bulk")
+              .addPermissions(
+                  Permission.newBuilder().setKind(Permission.Kind.KEY_SCOPE).setPrefix("bulk"))
+              .setQuotas(
+                  io.idem.proto.Quotas.newBuilder().setKeyRecords(500_000).setKvBytes(1L << 30))
+              .build();
+      log.add(
+          entry(
+              version,
+              1_295,
+              Command.newBuilder()
+                  .setAuth(
+                      AuthCmd.newBuilder()
+                          .setPrincipal("CN=admin")
+                          .setRequest(AuthRequest.newBuilder().setPutRole(bulk)))
+                  .build(),
+              Command.newBuilder()
+                  .setConfigure(
+                      ConfigureCmd.newBuilder()
+                          .setPrincipal("CN=admin")
+                          .setQuotas(io.idem.proto.Quotas.newBuilder().setKeyRecords(1_000))
+                          .setBackendBytes(8L << 20))
+                  .build()));
     }
     log.add(entry(version, 1_300));
     return log;

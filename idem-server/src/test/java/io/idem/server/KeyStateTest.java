@@ -536,14 +536,14 @@ class KeyStateTest {
   }
 
   @Test
-  void thisNodeWritesVersionSixAndDoesNotApplyANewerVersion() {
-    assertThat(ReplicatedState.LOG_FORMAT_VERSION).isEqualTo(6);
+  void thisNodeWritesVersionSevenAndDoesNotApplyANewerVersion() {
+    assertThat(ReplicatedState.LOG_FORMAT_VERSION).isEqualTo(7);
     LogEntry future =
         LogEntry.newBuilder().setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION + 1).build();
-    assertThat(ReplicatedState.undecodable(future)).contains("applies versions 1 to 6");
+    assertThat(ReplicatedState.undecodable(future)).contains("applies versions 1 to 7");
     assertThatThrownBy(() -> state.apply(1, 1, future, false))
         .isInstanceOf(IllegalArgumentException.class)
-        .hasMessageContaining("applies versions 1 to 6");
+        .hasMessageContaining("applies versions 1 to 7");
   }
 
   @Test

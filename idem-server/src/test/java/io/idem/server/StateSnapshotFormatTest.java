@@ -44,6 +44,7 @@ class StateSnapshotFormatTest {
   private static final Path V5 = Path.of("src/test/resources/snapshots/state-v5.bin");
   private static final Path V6 = Path.of("src/test/resources/snapshots/state-v6.bin");
   private static final Path V7 = Path.of("src/test/resources/snapshots/state-v7.bin");
+  private static final Path V8 = Path.of("src/test/resources/snapshots/state-v8.bin");
 
   /**
    * {@code GoldenStates.state(3)}'s digest since state snapshot version 7, whose session section
@@ -64,12 +65,39 @@ class StateSnapshotFormatTest {
   }
 
   @Test
-  void writerProducesTheGoldenBytesOfVersion7() throws IOException {
-    byte[] actual = bytesOf(GoldenStates.state(6));
+  void writerProducesTheGoldenBytesOfVersion8() throws IOException {
+    byte[] actual = bytesOf(GoldenStates.state(7));
     if (Boolean.getBoolean("idem.golden.write")) {
-      Files.write(V7, actual);
+      Files.write(V8, actual);
     }
-    assertThat(actual).isEqualTo(Files.readAllBytes(V7));
+    assertThat(actual).isEqualTo(Files.readAllBytes(V8));
+  }
+
+  /**
+   * Version 8 adds the quotas (section 9) and the owners of keys, leases and key records; a state
+   * read from it is the state the log gives, with its digest and its owners' usage, and it decides
+   * by the quotas the log set.
+   */
+  @Test
+  void version8CarriesQuotasAndOwners() throws IOException {
+    byte[] bytes = Files.readAllBytes(V8);
+    assertThat(sectionsOf(bytes))
+        .extracting(Section::id)
+        .containsExactly(1, 2, 3, 4, 5, 6, 7, 8, 9);
+    ReplicatedState s = read(bytes);
+    ReplicatedState replayed = GoldenStates.state(7);
+    assertThat(StateSnapshot.digest(s)).isEqualTo(StateSnapshot.digest(replayed));
+    assertThat(s.configuration.logFormat()).isEqualTo(7);
+    assertThat(s.configuration.quotas.defaults().keyRecords()).isEqualTo(1_000);
+    assertThat(s.configuration.quotas.backendBytes()).isEqualTo(8L << 20);
+    assertThat(s.auth.quotasOf("CN=b", s.configuration.quotas.defaults()).keyRecords())
+        .isEqualTo(1_000);
+    assertThat(s.kv.keysOf("")).isEqualTo(replayed.kv.keysOf("")).isEqualTo(4);
+    assertThat(s.kv.bytesOf("")).isEqualTo(replayed.kv.bytesOf(""));
+    assertThat(s.leases.countOf("")).isEqualTo(1);
+    assertThat(s.keys.table().usageOf("").records()).isEqualTo(2);
+    assertThat(s.backendUsed()).isEqualTo(replayed.backendUsed());
+    assertThat(bytesOf(s)).isEqualTo(bytes);
   }
 
   /**
@@ -90,7 +118,12 @@ class StateSnapshotFormatTest {
     assertThat(s.get("tenant-a/x", "CN=a").getCode()).isEqualTo(io.idem.proto.Code.OK);
     assertThat(s.get("tenant-b/x", "CN=a").getCode())
         .isEqualTo(io.idem.proto.Code.PERMISSION_DENIED);
-    assertThat(bytesOf(s)).isEqualTo(bytes);
+    // Written again, it is a version 8 snapshot of the same state: nothing owned, default quotas.
+    assertThat(s.configuration.quotas.pristine()).isTrue();
+    assertThat(s.kv.keysOf("")).isZero();
+    byte[] again = bytesOf(s);
+    assertThat(again).isEqualTo(bytesOf(replayed));
+    assertThat(StateSnapshot.digest(read(again))).isEqualTo(StateSnapshot.digest(replayed));
   }
 
   /** An older snapshot implies the log format written before the format in force, 5. */
@@ -106,6 +139,11 @@ class StateSnapshotFormatTest {
   @Test
   void everyFlippedByteOrTruncationOfVersion7IsRefused() throws IOException {
     refusesEveryFlipAndCut(Files.readAllBytes(V7));
+  }
+
+  @Test
+  void everyFlippedByteOrTruncationOfVersion8IsRefused() throws IOException {
+    refusesEveryFlipAndCut(Files.readAllBytes(V8));
   }
 
   /**
@@ -137,10 +175,12 @@ class StateSnapshotFormatTest {
     ReplicatedState s = read(Files.readAllBytes(V4));
     assertThat(s.keys.pristine()).isTrue();
     assertThat(StateSnapshot.digest(s)).isEqualTo(DIGEST_OF_STATE_3);
-    // Written again, it is a version 7 snapshot with an empty section 6 and sections 7 and 8 as the
+    // Written again, it is a version 8 snapshot with an empty section 6 and sections 7 to 9 as the
     // older version implies.
     byte[] again = bytesOf(s);
-    assertThat(sectionsOf(again)).extracting(Section::id).containsExactly(1, 2, 3, 4, 5, 6, 7, 8);
+    assertThat(sectionsOf(again))
+        .extracting(Section::id)
+        .containsExactly(1, 2, 3, 4, 5, 6, 7, 8, 9);
     assertThat(again).isEqualTo(bytesOf(GoldenStates.state(3)));
     assertThat(StateSnapshot.digest(read(again))).isEqualTo(DIGEST_OF_STATE_3);
   }
@@ -196,7 +236,7 @@ class StateSnapshotFormatTest {
     assertThat(s.duplicatesSuppressed()).isEqualTo(1);
     // Written again, it is a version 5 snapshot of the same state.
     byte[] again = bytesOf(s);
-    assertThat(sectionsOf(again)).hasSize(8);
+    assertThat(sectionsOf(again)).hasSize(9);
     assertThat(StateSnapshot.digest(read(again))).isEqualTo(StateSnapshot.digest(s));
   }
 
@@ -266,11 +306,11 @@ class StateSnapshotFormatTest {
 
   @Test
   void anUnknownVersionIsRefused() throws IOException {
-    byte[] future = Files.readAllBytes(V7);
-    future[7] = 8;
+    byte[] future = Files.readAllBytes(V8);
+    future[7] = 9;
     assertThatThrownBy(() -> read(future))
         .isInstanceOf(SnapshotFormatException.class)
-        .hasMessageContaining("version 8");
+        .hasMessageContaining("version 9");
   }
 
   private static void refusesEveryFlipAndCut(byte[] golden) {

@@ -204,21 +204,29 @@ class TenantIsolationTest {
               .setLimits(Limits.newBuilder().setMaxValueBytes(512 * 1024))
               .build();
       assertThat(admin.configure(grow).getCode()).isEqualTo(Code.OK);
-      // No member's code applies format 7: the leader asks them all and refuses.
+      // No member's code applies the next format: the leader asks them all and refuses.
+      int next = io.idem.server.IdemServer.MAX_LOG_FORMAT + 1;
       io.idem.proto.ConfigureReply tooNew =
-          admin.configure(ConfigureRequest.newBuilder().setLogFormat(7).build());
+          admin.configure(ConfigureRequest.newBuilder().setLogFormat(next).build());
       assertThat(tooNew.getCode()).isEqualTo(Code.INVALID_ARGUMENT);
-      assertThat(tooNew.getMessage()).contains("applies log formats up to 6, not 7");
+      assertThat(tooNew.getMessage())
+          .contains("applies log formats up to " + (next - 1) + ", not " + next);
     }
     try (RawSession a = raw("tenant-a")) {
-      assertThat(a.configure(ConfigureRequest.newBuilder().setLogFormat(6).build()).getCode())
+      assertThat(
+              a.configure(
+                      ConfigureRequest.newBuilder()
+                          .setLogFormat(io.idem.server.IdemServer.MAX_LOG_FORMAT)
+                          .build())
+                  .getCode())
           .isEqualTo(Code.PERMISSION_DENIED);
     }
     cluster.awaitEqualDigests(Duration.ofSeconds(30));
     for (int i = 0; i < cluster.size(); i++) {
       assertThat(cluster.node(i).status().getLimits().getMaxValueBytes()).isEqualTo(512 * 1024);
       assertThat(cluster.node(i).status().getAuthEnabled()).isTrue();
-      assertThat(cluster.node(i).status().getLogFormat()).isEqualTo(6);
+      assertThat(cluster.node(i).status().getLogFormat())
+          .isEqualTo(io.idem.server.IdemServer.MAX_LOG_FORMAT);
     }
   }
 }

@@ -330,6 +330,12 @@ public final class SessionMachine {
       case OK -> registered(reply, now);
       case NOT_LEADER, TOO_MANY_SESSIONS, OVERLOADED, NAME_IN_USE ->
           retryRegistration(reply.getLeaderHint(), now);
+      case QUOTA_EXCEEDED, NO_SPACE -> {
+        // Both pass once sessions end or the state shrinks; the message says which, if the
+        // connect times out first.
+        lastConnectProblem = reply.getCode() + ": " + reply.getMessage();
+        retryRegistration(reply.getLeaderHint(), now);
+      }
       case SESSION_EXPIRED -> {
         // Nothing to resume: the old session expired while this client was away.
         sessionGone("the session expired while the client was away", now);
