@@ -12,6 +12,7 @@ import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * Bounds the connections the client port serves for one client ({@link
@@ -41,6 +42,7 @@ final class ConnectionGate extends ServerTransportFilter implements ServerInterc
   private final Runnable onRefused;
   private final ConcurrentHashMap<String, Integer> open = new ConcurrentHashMap<>();
   private final AtomicInteger total = new AtomicInteger();
+  private final AtomicLong admitted = new AtomicLong();
 
   /**
    * @param maxPerClient most connections served at once per client; 0: no bound
@@ -56,6 +58,11 @@ final class ConnectionGate extends ServerTransportFilter implements ServerInterc
     return total.get();
   }
 
+  /** Connections served since the start (refused ones not included). */
+  long admitted() {
+    return admitted.get();
+  }
+
   /** Connections served now for {@code client} (a certificate subject or an IP address). */
   int servedFor(String client) {
     return open.getOrDefault(client, 0);
@@ -64,7 +71,7 @@ final class ConnectionGate extends ServerTransportFilter implements ServerInterc
   @Override
   public Attributes transportReady(Attributes attrs) {
     String client = clientOf(attrs);
-    boolean[] admitted = {false};
+    boolean[] within = {false};
     open.compute(
         client,
         (k, n) -> {
@@ -72,11 +79,12 @@ final class ConnectionGate extends ServerTransportFilter implements ServerInterc
           if (maxPerClient > 0 && now >= maxPerClient) {
             return n;
           }
-          admitted[0] = true;
+          within[0] = true;
           return now + 1;
         });
-    if (admitted[0]) {
+    if (within[0]) {
       total.incrementAndGet();
+      admitted.incrementAndGet();
       return attrs.toBuilder().set(COUNTED_FOR, client).build();
     }
     onRefused.run();

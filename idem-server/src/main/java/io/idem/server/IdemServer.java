@@ -248,6 +248,9 @@ public final class IdemServer implements AutoCloseable {
     Gauge.builder("idem.client.connections", connections, ConnectionGate::served)
         .description("Client-port connections served now (refused ones are not counted)")
         .register(r);
+    FunctionCounter.builder("idem.client.connections.opened", connections, ConnectionGate::admitted)
+        .description("Client-port connections served since the node started")
+        .register(r);
     Gauge.builder("idem.key.records", this, s -> s.inspectState(st -> st.keys.size()))
         .description("Application idempotency key records")
         .register(r);
