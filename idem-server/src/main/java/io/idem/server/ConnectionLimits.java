@@ -53,11 +53,14 @@ public record ConnectionLimits(
   public static final int DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 256;
 
   /**
-   * Default {@link #maxCallsPerConnection()}: 1000. An Idem client has one session stream per
-   * session plus its unary calls (registrations, reads, probes) on a connection; a thousand at once
-   * bounds what one connection can make the node hold without queueing a sane client.
+   * Default {@link #maxCallsPerConnection()}: 16384. Clients that share a transport multiplex every
+   * session's stream on one connection per node ({@code idem bench} runs up to thousands of
+   * sessions that way), and a session past the bound would wait in its client for a stream that
+   * never ends. So the default sits well above the session counts seen in practice and only stops a
+   * connection from holding streams without end; the number of sessions is bounded by the
+   * replicated session table.
    */
-  public static final int DEFAULT_MAX_CALLS_PER_CONNECTION = 1000;
+  public static final int DEFAULT_MAX_CALLS_PER_CONNECTION = 16_384;
 
   /**
    * Default {@link #maxConnectionIdleMs()}: five minutes. A client with a live session always has
