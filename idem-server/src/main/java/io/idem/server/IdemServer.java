@@ -52,6 +52,7 @@ public final class IdemServer implements AutoCloseable {
   private final ServerMetrics metrics;
   private final AdminServer admin;
   private final Membership membership;
+  private final ConnectionGate connections;
 
   private IdemServer(ServerConfig config) throws IOException {
     this.config = config;
@@ -89,12 +90,18 @@ public final class IdemServer implements AutoCloseable {
             metrics);
     String client = config.clientListenAddress();
     int colon = client.lastIndexOf(':');
+    ConnectionLimits bounds = config.connectionLimits();
+    this.connections =
+        new ConnectionGate(bounds.maxConnectionsPerClient(), metrics::connectionRefused);
     try {
-      this.grpc =
+      NettyServerBuilder builder =
           NettyServerBuilder.forAddress(
                   new InetSocketAddress(
                       client.substring(0, colon), Integer.parseInt(client.substring(colon + 1))))
-              .addService(ServerInterceptors.intercept(door, new ClientPrincipal()))
+              // The gate goes last: the last interceptor runs first, so that a refused
+              // connection's calls reach nothing else.
+              .addService(ServerInterceptors.intercept(door, new ClientPrincipal(), connections))
+              .addTransportFilter(connections)
               // Handlers run on the I/O threads: they only queue commands or read the state
               // briefly, and the hop to an executor per message cost a sixth of the leader's CPU.
               .directExecutor()
@@ -111,9 +118,8 @@ public final class IdemServer implements AutoCloseable {
               // request over them with INVALID_ARGUMENT.
               .maxInboundMessageSize(
                   Limits.MAX_VALUE_BYTES_LIMIT + Limits.MAX_KEY_BYTES_LIMIT + (64 << 10))
-              .sslContext(serverTls(config.tls()))
-              .build()
-              .start();
+              .sslContext(serverTls(config.tls()));
+      this.grpc = bounded(builder, bounds).build().start();
     } catch (IOException e) {
       batcher.close();
       raft.close();
@@ -146,6 +152,21 @@ public final class IdemServer implements AutoCloseable {
         config.id(),
         client,
         config.self().raftAddress());
+  }
+
+  /** {@code b} with the bounds of {@code limits} that are on; grpc-java's defaults are all off. */
+  private static NettyServerBuilder bounded(NettyServerBuilder b, ConnectionLimits limits) {
+    if (limits.maxCallsPerConnection() > 0) {
+      b.maxConcurrentCallsPerConnection(limits.maxCallsPerConnection());
+    }
+    if (limits.maxConnectionIdleMs() > 0) {
+      b.maxConnectionIdle(limits.maxConnectionIdleMs(), TimeUnit.MILLISECONDS);
+    }
+    if (limits.maxConnectionAgeMs() > 0) {
+      b.maxConnectionAge(limits.maxConnectionAgeMs(), TimeUnit.MILLISECONDS)
+          .maxConnectionAgeGrace(limits.maxConnectionAgeGraceMs(), TimeUnit.MILLISECONDS);
+    }
+    return b;
   }
 
   /**
@@ -226,6 +247,12 @@ public final class IdemServer implements AutoCloseable {
     MeterRegistry r = metrics.registry();
     Gauge.builder("idem.sessions.live", this, s -> s.inspectState(st -> st.sessions.size()))
         .description("Live client sessions in the replicated table")
+        .register(r);
+    Gauge.builder("idem.client.connections", connections, ConnectionGate::served)
+        .description("Client-port connections served now (refused ones are not counted)")
+        .register(r);
+    FunctionCounter.builder("idem.client.connections.opened", connections, ConnectionGate::admitted)
+        .description("Client-port connections served since the node started")
         .register(r);
     Gauge.builder("idem.key.records", this, s -> s.inspectState(st -> st.keys.size()))
         .description("Application idempotency key records")

@@ -201,6 +201,63 @@ public final class Main implements Callable<Integer> {
   long electionTimeoutMaxMs;
 
   @Option(
+      names = "--max-connections-per-client",
+      defaultValue =
+          "${env:IDEM_MAX_CONNECTIONS_PER_CLIENT:-"
+              + ConnectionLimits.DEFAULT_MAX_CONNECTIONS_PER_CLIENT
+              + "}",
+      description =
+          "Most client-port connections served at once for one client: its certificate subject"
+              + " under TLS, else its IP address. Calls on a connection past it fail with"
+              + " RESOURCE_EXHAUSTED. 0: no bound. Default: ${DEFAULT-VALUE}.")
+  int maxConnectionsPerClient;
+
+  @Option(
+      names = "--max-calls-per-connection",
+      defaultValue =
+          "${env:IDEM_MAX_CALLS_PER_CONNECTION:-"
+              + ConnectionLimits.DEFAULT_MAX_CALLS_PER_CONNECTION
+              + "}",
+      description =
+          "Most calls (HTTP/2 streams) open at once on one client connection; gRPC clients queue"
+              + " the rest. 0: no bound. Default: ${DEFAULT-VALUE}.")
+  int maxCallsPerConnection;
+
+  @Option(
+      names = "--max-connection-idle-ms",
+      defaultValue =
+          "${env:IDEM_MAX_CONNECTION_IDLE_MS:-"
+              + ConnectionLimits.DEFAULT_MAX_CONNECTION_IDLE_MS
+              + "}",
+      description =
+          "Close a client connection without calls (pings do not count) after this long; clients"
+              + " reconnect on their next call. 0: never. Default: ${DEFAULT-VALUE}.")
+  long maxConnectionIdleMs;
+
+  @Option(
+      names = "--max-connection-age-ms",
+      defaultValue =
+          "${env:IDEM_MAX_CONNECTION_AGE_MS:-"
+              + ConnectionLimits.DEFAULT_MAX_CONNECTION_AGE_MS
+              + "}",
+      description =
+          "Close a client connection after this long (+-10%), after --max-connection-age-grace-ms"
+              + " for its calls; clients resume their sessions on a new one. 0: never. Default:"
+              + " ${DEFAULT-VALUE}.")
+  long maxConnectionAgeMs;
+
+  @Option(
+      names = "--max-connection-age-grace-ms",
+      defaultValue =
+          "${env:IDEM_MAX_CONNECTION_AGE_GRACE_MS:-"
+              + ConnectionLimits.DEFAULT_MAX_CONNECTION_AGE_GRACE_MS
+              + "}",
+      description =
+          "How long calls may go on after --max-connection-age-ms before their connection is"
+              + " closed under them. Default: ${DEFAULT-VALUE}.")
+  long maxConnectionAgeGraceMs;
+
+  @Option(
       names = "--unsafe-local-reads",
       hidden = true,
       description =
@@ -243,6 +300,13 @@ public final class Main implements Callable<Integer> {
         .authAdmin(authAdmin)
         .authOff(noAuth)
         .join(join)
+        .connectionLimits(
+            new ConnectionLimits(
+                maxConnectionsPerClient,
+                maxCallsPerConnection,
+                maxConnectionIdleMs,
+                maxConnectionAgeMs,
+                maxConnectionAgeGraceMs))
         .build();
   }
 

@@ -52,6 +52,8 @@ import java.util.List;
  *     from the local state machine by a node that believes it leads, without the ReadIndex round
  *     that confirms its leadership (Ratis's {@code Read.Option.DEFAULT}). A deposed leader that has
  *     not noticed yet then answers stale reads: not linearizable. Off by default.
+ * @param connectionLimits bounds on the client port's connections (per client, calls per
+ *     connection, idle time, age); node-local
  */
 public record ServerConfig(
     String id,
@@ -77,7 +79,8 @@ public record ServerConfig(
     boolean authOff,
     String adminAddress,
     boolean join,
-    boolean unsafeLocalReads) {
+    boolean unsafeLocalReads,
+    ConnectionLimits connectionLimits) {
 
   /** Default client address. */
   public static final String DEFAULT_CLIENT_ADDRESS = "127.0.0.1:7001";
@@ -179,6 +182,7 @@ public record ServerConfig(
     if (!authAdmin.isEmpty()) {
       PeerGate.subject(authAdmin);
     }
+    connectionLimits = connectionLimits == null ? ConnectionLimits.DEFAULTS : connectionLimits;
     adminAddress = adminAddress == null ? "" : adminAddress;
     if (!adminAddress.isEmpty()) {
       checkAddress("admin address", adminAddress);
@@ -307,8 +311,15 @@ public record ServerConfig(
     private boolean authOff;
     private boolean join;
     private boolean unsafeLocalReads;
+    private ConnectionLimits connectionLimits = ConnectionLimits.DEFAULTS;
 
     private Builder() {}
+
+    /** The client port's connection bounds (see {@link ConnectionLimits}). */
+    public Builder connectionLimits(ConnectionLimits limits) {
+      this.connectionLimits = limits;
+      return this;
+    }
 
     /** Whether the node joins an existing cluster as a new member (see {@link #join}). */
     public Builder join(boolean join) {
@@ -465,7 +476,8 @@ public record ServerConfig(
           authOff,
           adminAddress,
           join,
-          unsafeLocalReads);
+          unsafeLocalReads,
+          connectionLimits);
     }
   }
 }

@@ -40,6 +40,7 @@ final class ServerMetrics {
   private final Counter entriesSkipped;
   private final Counter proposalsRefused;
   private final Counter batchedRequests;
+  private final Counter connectionsRefused;
 
   ServerMetrics(String nodeId) {
     registry.config().commonTags("node", nodeId);
@@ -111,6 +112,17 @@ final class ServerMetrics {
                 "Proposals this node refused to append as leader: not from its own front door, or"
                     + " stamped too far ahead of its clock")
             .register(registry);
+    connectionsRefused =
+        Counter.builder("idem.client.connections.refused")
+            .description(
+                "Client-port connections not served: their client already had"
+                    + " --max-connections-per-client")
+            .register(registry);
+  }
+
+  /** A client connection was refused: its client had as many as it may. */
+  void connectionRefused() {
+    connectionsRefused.increment();
   }
 
   /** A log entry was applied as a no-op: it could not be decoded. */

@@ -62,6 +62,41 @@ class ServerConfigTest {
   }
 
   @Test
+  void connectionLimitFlagsReachTheConfigurationAndDefaultAsDocumented() {
+    Main defaults = new Main();
+    new CommandLine(defaults).parseArgs();
+    assertThat(defaults.config().connectionLimits()).isEqualTo(ConnectionLimits.DEFAULTS);
+    assertThat(ServerConfig.builder().build().connectionLimits())
+        .isEqualTo(ConnectionLimits.DEFAULTS);
+    Main main = new Main();
+    new CommandLine(main)
+        .parseArgs(
+            "--max-connections-per-client=3",
+            "--max-calls-per-connection=7",
+            "--max-connection-idle-ms=1000",
+            "--max-connection-age-ms=60000",
+            "--max-connection-age-grace-ms=0");
+    assertThat(main.config().connectionLimits())
+        .isEqualTo(new ConnectionLimits(3, 7, 1000, 60_000, 0));
+  }
+
+  @Test
+  void connectionLimitsOutOfRangeAreRefusedByFlag() {
+    assertThat(new ConnectionLimits(0, 0, 0, 0, 0)).isEqualTo(ConnectionLimits.NONE);
+    assertThatThrownBy(() -> new ConnectionLimits(-1, 0, 0, 0, 0))
+        .hasMessage("--max-connections-per-client must be 0 (no bound) or positive, got -1");
+    assertThatThrownBy(() -> new ConnectionLimits(0, -1, 0, 0, 0))
+        .hasMessageContaining("--max-calls-per-connection");
+    assertThatThrownBy(() -> new ConnectionLimits(0, 0, 999, 0, 0))
+        .as("grpc-java would quietly make it a second")
+        .hasMessage("--max-connection-idle-ms must be 0 (no bound) or at least 1000, got 999");
+    assertThatThrownBy(() -> new ConnectionLimits(0, 0, 0, 999, 0))
+        .hasMessageContaining("--max-connection-age-ms");
+    assertThatThrownBy(() -> new ConnectionLimits(0, 0, 0, 1000, -1))
+        .hasMessageContaining("--max-connection-age-grace-ms");
+  }
+
+  @Test
   void underTlsTheRaftPortMustTellPeersFromClients(@TempDir Path dir) throws Exception {
     Path cert = Files.writeString(dir.resolve("node.pem"), "cert");
     Path key = Files.writeString(dir.resolve("node.key"), "key");
