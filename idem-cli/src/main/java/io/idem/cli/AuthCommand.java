@@ -67,7 +67,7 @@ final class AuthCommand {
             .append('=')
             .append(p.getPrefix().isEmpty() ? "\"\"" : p.getPrefix());
       }
-      String quotas = QuotaOptions.format(role.getQuotas());
+      String quotas = io.idem.server.QuotaFlags.format(role.getQuotas());
       if (!quotas.isEmpty()) {
         line.append(" quotas ").append(quotas);
       }
@@ -177,7 +177,7 @@ final class AuthCommand {
       Role.Builder r = Role.newBuilder().setName(name);
       if (!quotas.isEmpty()) {
         try {
-          r.setQuotas(QuotaOptions.parse(quotas));
+          r.setQuotas(io.idem.server.QuotaFlags.parse(quotas));
         } catch (IllegalArgumentException e) {
           spec.commandLine().getErr().println("idem: " + e.getMessage());
           return 2;

@@ -500,7 +500,18 @@ final class BenchCommand implements Callable<Integer> {
       return run(servers, clientTls);
     }
     Path dir = Files.createTempDirectory("idem-bench");
-    try (LocalCluster cluster = LocalCluster.start(local, dir)) {
+    // One anonymous principal runs the whole load: bootstrap the cluster with quotas to match (the
+    // keys workload holds about throughput x retention key records).
+    try (LocalCluster cluster =
+        LocalCluster.start(
+            local,
+            dir,
+            b ->
+                b.bootstrapQuotas(
+                    io.idem.proto.Quotas.newBuilder()
+                        .setKeyRecords(2_000_000)
+                        .setKeyBytes(1L << 30)
+                        .build()))) {
       cluster.waitForLeader(Duration.ofSeconds(30));
       return run(String.join(",", cluster.clientAddresses()), null);
     } finally {

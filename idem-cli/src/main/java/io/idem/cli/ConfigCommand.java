@@ -204,7 +204,7 @@ final class ConfigCommand {
               reply.getSessions().getMaxTtlMs(),
               reply.getSessions().getMaxNameChars(),
               reply.getConfigRevision(),
-              QuotaOptions.byName(reply.getQuotas()),
+              io.idem.server.QuotaFlags.byName(reply.getQuotas()),
               reply.getBackendBytes()));
       return 0;
     }
@@ -270,10 +270,10 @@ final class ConfigCommand {
               .setSessions(s)
               .setLogFormat(logFormat == null ? 0 : logFormat);
       if (!quotas.isEmpty()) {
-        r.setQuotas(QuotaOptions.parse(quotas));
+        r.setQuotas(io.idem.server.QuotaFlags.parse(quotas));
       }
       if (backendBytes != null) {
-        long b = QuotaOptions.size(backendBytes);
+        long b = io.idem.server.QuotaFlags.size(backendBytes);
         if (b == 0) {
           throw new IllegalArgumentException("--backend-bytes 0 is not a budget");
         }

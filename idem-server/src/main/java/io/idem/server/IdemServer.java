@@ -61,7 +61,9 @@ public final class IdemServer implements AutoCloseable {
     this.stateMachine =
         new IdemStateMachine(
             ReplicatedConfig.of(config),
-            config.authAdmin(),
+            ReplicatedConfig.of(config)
+                .bootstrapCommand(
+                    config.authAdmin(), config.bootstrapQuotas(), config.bootstrapBackendBytes()),
             config.snapshotEveryEntries(),
             metrics);
     this.raft = new RaftNode(config, stateMachine);

@@ -1,6 +1,7 @@
 package io.idem.server;
 
 import io.idem.proto.Command;
+import io.idem.proto.ConfigureCmd;
 import io.idem.proto.EntryResult;
 import io.idem.proto.LogEntry;
 import io.idem.proto.ReadQuery;
@@ -156,13 +157,21 @@ final class IdemStateMachine extends BaseStateMachine {
    */
   IdemStateMachine(
       ReplicatedConfig local, String authAdmin, long snapshotEvery, ServerMetrics metrics) {
+    this(local, local.bootstrapCommand(authAdmin), snapshotEvery, metrics);
+  }
+
+  /**
+   * @param bootstrap the configuration command a leader appends while none is applied
+   */
+  IdemStateMachine(
+      ReplicatedConfig local, ConfigureCmd bootstrap, long snapshotEvery, ServerMetrics metrics) {
     this.metrics = metrics;
     if (snapshotEvery < 1) {
       throw new IllegalArgumentException("snapshotEvery must be positive, got " + snapshotEvery);
     }
     this.snapshotEvery = snapshotEvery;
     this.local = local;
-    this.bootstrap = Command.newBuilder().setConfigure(local.bootstrapCommand(authAdmin)).build();
+    this.bootstrap = Command.newBuilder().setConfigure(bootstrap).build();
   }
 
   /**

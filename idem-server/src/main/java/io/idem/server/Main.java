@@ -2,7 +2,9 @@ package io.idem.server;
 
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
 import picocli.CommandLine;
@@ -132,6 +134,24 @@ public final class Main implements Callable<Integer> {
           "With TLS: bootstrap a new cluster without access control; every client whose"
               + " certificate the CA signed may do anything, including reconfigure the cluster.")
   boolean noAuth;
+
+  @Option(
+      names = "--quota",
+      description =
+          "A default quota of every principal that a new cluster's bootstrap sets, e.g. --quota"
+              + " key_records=500000 --quota kv_bytes=1GiB (sessions, saved_bytes, key_records,"
+              + " key_bytes, kv_keys, kv_bytes, leases, list_length; docs/LIMITS.md). Matters at"
+              + " the first start only: then idem config set --quota.")
+  Map<String, String> quotas = new LinkedHashMap<>();
+
+  @Option(
+      names = "--backend-bytes",
+      defaultValue = "${env:IDEM_BACKEND_BYTES:-0}",
+      description =
+          "The backend budget a new cluster's bootstrap sets, e.g. 2GiB: past this estimated"
+              + " size of the replicated state, writes that grow it get NO_SPACE. 0: the default"
+              + " (1 GiB). Matters at the first start only: then idem config set --backend-bytes.")
+  String backendBytes;
 
   @Option(
       names = "--raft-address",
@@ -300,6 +320,8 @@ public final class Main implements Callable<Integer> {
         .authAdmin(authAdmin)
         .authOff(noAuth)
         .join(join)
+        .bootstrapQuotas(QuotaFlags.parse(quotas))
+        .bootstrapBackendBytes(QuotaFlags.size(backendBytes))
         .connectionLimits(
             new ConnectionLimits(
                 maxConnectionsPerClient,

@@ -31,7 +31,17 @@ record ReplicatedConfig(Limits limits, SessionTableConfig sessions) {
    * as admin.
    */
   ConfigureCmd bootstrapCommand(String authAdmin) {
+    return bootstrapCommand(authAdmin, io.idem.proto.Quotas.getDefaultInstance(), 0);
+  }
+
+  /**
+   * {@link #bootstrapCommand(String)} that also sets the default quotas to {@code quotas}' non-zero
+   * fields and, if not 0, the backend budget.
+   */
+  ConfigureCmd bootstrapCommand(String authAdmin, io.idem.proto.Quotas quotas, long backendBytes) {
     return ConfigureCmd.newBuilder()
+        .setQuotas(quotas)
+        .setBackendBytes(backendBytes)
         .setBootstrap(true)
         .setLimits(limitsProto())
         .setSessions(boundsProto())

@@ -54,6 +54,10 @@ import java.util.List;
  *     not noticed yet then answers stale reads: not linearizable. Off by default.
  * @param connectionLimits bounds on the client port's connections (per client, calls per
  *     connection, idle time, age); node-local
+ * @param bootstrapQuotas the default quotas a new cluster's bootstrap sets (fields left 0: the
+ *     code's defaults, {@code Quotas.DEFAULTS}); replicated from then on
+ * @param bootstrapBackendBytes the backend budget a new cluster's bootstrap sets; 0: the code's
+ *     default ({@link QuotaState#DEFAULT_BACKEND_BYTES})
  */
 public record ServerConfig(
     String id,
@@ -80,7 +84,9 @@ public record ServerConfig(
     String adminAddress,
     boolean join,
     boolean unsafeLocalReads,
-    ConnectionLimits connectionLimits) {
+    ConnectionLimits connectionLimits,
+    io.idem.proto.Quotas bootstrapQuotas,
+    long bootstrapBackendBytes) {
 
   /** Default client address. */
   public static final String DEFAULT_CLIENT_ADDRESS = "127.0.0.1:7001";
@@ -183,6 +189,8 @@ public record ServerConfig(
       PeerGate.subject(authAdmin);
     }
     connectionLimits = connectionLimits == null ? ConnectionLimits.DEFAULTS : connectionLimits;
+    bootstrapQuotas =
+        bootstrapQuotas == null ? io.idem.proto.Quotas.getDefaultInstance() : bootstrapQuotas;
     adminAddress = adminAddress == null ? "" : adminAddress;
     if (!adminAddress.isEmpty()) {
       checkAddress("admin address", adminAddress);
@@ -312,6 +320,23 @@ public record ServerConfig(
     private boolean join;
     private boolean unsafeLocalReads;
     private ConnectionLimits connectionLimits = ConnectionLimits.DEFAULTS;
+    private io.idem.proto.Quotas bootstrapQuotas = io.idem.proto.Quotas.getDefaultInstance();
+    private long bootstrapBackendBytes;
+
+    /**
+     * The default quotas a new cluster's bootstrap sets (fields left 0: the code's defaults); no
+     * effect on a cluster already configured (change those with {@code idem config set}).
+     */
+    public Builder bootstrapQuotas(io.idem.proto.Quotas quotas) {
+      this.bootstrapQuotas = quotas;
+      return this;
+    }
+
+    /** The backend budget a new cluster's bootstrap sets; 0: the code's default. */
+    public Builder bootstrapBackendBytes(long bytes) {
+      this.bootstrapBackendBytes = bytes;
+      return this;
+    }
 
     private Builder() {}
 
@@ -452,6 +477,10 @@ public record ServerConfig(
       // The bootstrap command carries these, and a leader writing log format 7 holds them to its
       // ranges: refuse here what would leave the cluster unconfigured.
       new ReplicatedConfig(limits, sessions).checkBootstrap();
+      String badQuota = QuotaState.problem(bootstrapQuotas, bootstrapBackendBytes);
+      if (badQuota != null) {
+        throw new IllegalArgumentException(badQuota);
+      }
       return new ServerConfig(
           id,
           dataDir,
@@ -477,7 +506,9 @@ public record ServerConfig(
           adminAddress,
           join,
           unsafeLocalReads,
-          connectionLimits);
+          connectionLimits,
+          bootstrapQuotas,
+          bootstrapBackendBytes);
     }
   }
 }

@@ -195,4 +195,30 @@ class ServerConfigTest {
     assertThat(named.refusal(PeerGate.RAFT_SERVICE, null))
         .isEqualTo("the Raft port needs a peer certificate");
   }
+
+  @Test
+  void theBootstrapsQuotasBudgetAndBoundsAreHeldToTheRangesOfTheFormatItWrites() {
+    assertThatThrownBy(
+            () ->
+                ServerConfig.builder()
+                    .bootstrapQuotas(io.idem.proto.Quotas.newBuilder().setLeases(-1).build())
+                    .build())
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("quotas.leases must be in [1, 1000000]");
+    assertThatThrownBy(() -> ServerConfig.builder().bootstrapBackendBytes(1024).build())
+        .hasMessageContaining("backend_bytes must be in [1048576");
+    assertThatThrownBy(
+            () ->
+                ServerConfig.builder()
+                    .sessions(io.idem.core.SessionTableConfig.builder().window(2048).build())
+                    .build())
+        .hasMessageContaining("window must be in [1, 1024]");
+    ServerConfig ok =
+        ServerConfig.builder()
+            .bootstrapQuotas(io.idem.proto.Quotas.newBuilder().setKeyRecords(5).build())
+            .bootstrapBackendBytes(8L << 20)
+            .build();
+    assertThat(ok.bootstrapQuotas().getKeyRecords()).isEqualTo(5);
+    assertThat(ok.bootstrapBackendBytes()).isEqualTo(8L << 20);
+  }
 }
