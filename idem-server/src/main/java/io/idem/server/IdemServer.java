@@ -83,7 +83,8 @@ public final class IdemServer implements AutoCloseable {
             this::status,
             membership,
             config.unsafeLocalReads(),
-            metrics);
+            metrics,
+            config.streamBounds());
     String client = config.clientListenAddress();
     int colon = client.lastIndexOf(':');
     try {
