@@ -69,6 +69,7 @@ public final class IdemServer implements AutoCloseable {
                 config.maxBatchBytes(),
                 config.maxInFlightBatches(),
                 config.maxQueuedCommands(),
+                config.maxQueuedBytes(),
                 config.tickIntervalMs()),
             System::currentTimeMillis,
             stateMachine::bootstrapCommand,

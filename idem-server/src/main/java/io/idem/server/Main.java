@@ -179,6 +179,24 @@ public final class Main implements Callable<Integer> {
   int entriesInFlight;
 
   @Option(
+      names = "--max-queued-commands",
+      defaultValue =
+          "${env:IDEM_MAX_QUEUED_COMMANDS:-" + ServerConfig.DEFAULT_MAX_QUEUED_COMMANDS + "}",
+      description =
+          "Commands the leader holds waiting for a log entry; a command past it is answered"
+              + " OVERLOADED (the client backs off and resends). Default: ${DEFAULT-VALUE}.")
+  int maxQueuedCommands;
+
+  @Option(
+      names = "--max-queued-bytes",
+      defaultValue = "${env:IDEM_MAX_QUEUED_BYTES:-" + ServerConfig.DEFAULT_MAX_QUEUED_BYTES + "}",
+      description =
+          "Bytes of commands the leader holds waiting for a log entry; a command past it is"
+              + " answered OVERLOADED (one into an empty queue is taken whatever its size)."
+              + " Default: ${DEFAULT-VALUE}.")
+  long maxQueuedBytes;
+
+  @Option(
       names = "--stream-max-owed-answers",
       defaultValue =
           "${env:IDEM_STREAM_MAX_OWED_ANSWERS:-"
@@ -267,6 +285,8 @@ public final class Main implements Callable<Integer> {
         .unsafeLocalReads(unsafeLocalReads)
         .snapshotEveryEntries(snapshotEvery)
         .maxInFlightBatches(entriesInFlight)
+        .maxQueuedCommands(maxQueuedCommands)
+        .maxQueuedBytes(maxQueuedBytes)
         .streamMaxOwedAnswers(streamMaxOwedAnswers)
         .streamMaxOwedBytes(streamMaxOwedBytes)
         .streamStallTimeoutMs(streamStallTimeoutMs)

@@ -21,6 +21,8 @@ import java.util.List;
  * @param maxBatchBytes most bytes of commands in one log entry
  * @param maxInFlightBatches entries being replicated at once; later commands wait and batch
  * @param maxQueuedCommands commands waiting on the leader before new ones get OVERLOADED
+ * @param maxQueuedBytes bytes of commands waiting on the leader before new ones get OVERLOADED (a
+ *     command into an empty queue is taken whatever its size)
  * @param streamMaxOwedAnswers answers one session stream may owe (commands not answered yet, and
  *     answers not written to the client yet) and still read another request; at the bound it reads
  *     none until answers leave, and HTTP/2 flow control holds the client's further requests. At
@@ -77,6 +79,7 @@ public record ServerConfig(
     int maxBatchBytes,
     int maxInFlightBatches,
     int maxQueuedCommands,
+    long maxQueuedBytes,
     int streamMaxOwedAnswers,
     long streamMaxOwedBytes,
     long streamStallTimeoutMs,
@@ -98,6 +101,12 @@ public record ServerConfig(
 
   /** Default Raft address. */
   public static final String DEFAULT_RAFT_ADDRESS = "127.0.0.1:7002";
+
+  /** Default {@link #maxQueuedCommands}. */
+  public static final int DEFAULT_MAX_QUEUED_COMMANDS = 100_000;
+
+  /** Default {@link #maxQueuedBytes}: 128 MiB. */
+  public static final long DEFAULT_MAX_QUEUED_BYTES = 128L << 20;
 
   /**
    * Default {@link #streamMaxOwedAnswers}: twice the largest session window, room for a full window
@@ -180,6 +189,7 @@ public record ServerConfig(
     positive("maxBatchBytes", maxBatchBytes);
     positive("maxInFlightBatches", maxInFlightBatches);
     positive("maxQueuedCommands", maxQueuedCommands);
+    positive("maxQueuedBytes", maxQueuedBytes);
     new Outbox.Bounds(streamMaxOwedAnswers, streamMaxOwedBytes, streamStallTimeoutMs);
     positive("snapshotEveryEntries", snapshotEveryEntries);
     positive("snapshotsRetained", snapshotsRetained);
@@ -326,7 +336,8 @@ public record ServerConfig(
     private int maxBatchCommands = 4096;
     private int maxBatchBytes = 1 << 20;
     private int maxInFlightBatches = 1;
-    private int maxQueuedCommands = 100_000;
+    private int maxQueuedCommands = DEFAULT_MAX_QUEUED_COMMANDS;
+    private long maxQueuedBytes = DEFAULT_MAX_QUEUED_BYTES;
     private int streamMaxOwedAnswers = DEFAULT_STREAM_MAX_OWED_ANSWERS;
     private long streamMaxOwedBytes = DEFAULT_STREAM_MAX_OWED_BYTES;
     private long streamStallTimeoutMs = DEFAULT_STREAM_STALL_TIMEOUT_MS;
@@ -404,6 +415,12 @@ public record ServerConfig(
 
     public Builder maxQueuedCommands(int n) {
       this.maxQueuedCommands = n;
+      return this;
+    }
+
+    /** See {@link ServerConfig#maxQueuedBytes}. */
+    public Builder maxQueuedBytes(long n) {
+      this.maxQueuedBytes = n;
       return this;
     }
 
@@ -504,6 +521,7 @@ public record ServerConfig(
           maxBatchBytes,
           maxInFlightBatches,
           maxQueuedCommands,
+          maxQueuedBytes,
           streamMaxOwedAnswers,
           streamMaxOwedBytes,
           streamStallTimeoutMs,
