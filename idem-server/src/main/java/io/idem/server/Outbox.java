@@ -18,6 +18,13 @@ import java.util.List;
  * flight. A client that does not read then stops being read, and HTTP/2 flow control holds its
  * further requests on its own side.
  *
+ * <p>An answer's size is known only once it comes, so a stream also starts slowly: it may have
+ * {@link #INITIAL_IN_FLIGHT} commands in flight, and one more for each answer the transport has
+ * taken, up to the count bound. A client that reads its answers reaches its full window within a
+ * few round trips; one that reads none stays near the start, so that the answers of its first burst
+ * (a resend of a request whose saved answer is large, many times over) cannot outgrow the bytes
+ * bound by more than that many answers.
+ *
  * <p>A stream whose frames wait while nothing leaves is stalled ({@link #stalledNanos}); the stream
  * ends itself once that lasts {@link Bounds#stallTimeoutMs}.
  *
@@ -60,6 +67,12 @@ final class Outbox {
     }
   }
 
+  /**
+   * Commands a stream may have in flight before the transport has taken any of its answers: the
+   * default session window, so that a default client is never held back.
+   */
+  static final int INITIAL_IN_FLIGHT = io.idem.core.SessionTableConfig.DEFAULT_WINDOW;
+
   /** A frame the transport has not taken yet, with the owed answers it carries and their size. */
   private record Waiting(ServerFrame frame, int answers, long bytes) {}
 
@@ -73,6 +86,7 @@ final class Outbox {
   private long queuedBytes;
   private int largestAnswer;
   private long lastProgressNanos;
+  private int allowance = INITIAL_IN_FLIGHT; // commands it may have in flight
 
   /**
    * @param maxBatchBytes kept answers leave in one frame of about this size at most
@@ -161,6 +175,7 @@ final class Outbox {
     queuedAnswers -= w.answers();
     queuedBytes -= w.bytes();
     lastProgressNanos = nowNanos;
+    allowance = (int) Math.min(bounds.maxOwedAnswers(), (long) allowance + w.answers());
   }
 
   /**
@@ -196,9 +211,14 @@ final class Outbox {
     return queuedBytes + (long) inFlight * largestAnswer;
   }
 
-  /** Whether the stream may read another request: both bounds have room. */
+  /**
+   * Whether the stream may read another request: both bounds have room, and fewer commands are in
+   * flight than the answers taken so far allow.
+   */
   boolean mayRead() {
-    return owedAnswers() < bounds.maxOwedAnswers() && owedBytes() < bounds.maxOwedBytes();
+    return inFlight < allowance
+        && owedAnswers() < bounds.maxOwedAnswers()
+        && owedBytes() < bounds.maxOwedBytes();
   }
 
   /** Whether a frame waits for the transport. */

@@ -26,9 +26,51 @@ class OutboxTest {
         .build();
   }
 
+  /** An outbox whose transport has taken enough answers to allow the count bound in flight. */
+  private static Outbox warmedUp() {
+    Outbox o = new Outbox(BOUNDS, FrontDoor.MAX_BATCH_BYTES);
+    int n = BOUNDS.maxOwedAnswers();
+    o.submitted(n);
+    for (int i = 0; i < n; i++) {
+      o.answered(answer(i + 1, 0), true, 0);
+    }
+    o.seal(0);
+    while (o.next() != null) {
+      o.sent(0);
+    }
+    assertThat(o.owedAnswers()).isZero();
+    return o;
+  }
+
+  @Test
+  void aStreamStartsWithTheDefaultWindowInFlightAndGrowsByTheAnswersTheTransportTakes() {
+    Outbox o = new Outbox(BOUNDS, FrontDoor.MAX_BATCH_BYTES);
+    o.submitted(Outbox.INITIAL_IN_FLIGHT - 1);
+    assertThat(o.mayRead()).isTrue();
+    o.submitted(1);
+    assertThat(o.mayRead()).as("at the start's allowance").isFalse();
+    o.answered(answer(1, 0), false, 0);
+    assertThat(o.mayRead())
+        .as("answered, not taken: in flight is below, but the start holds")
+        .isTrue();
+    o.submitted(1);
+    assertThat(o.mayRead()).isFalse();
+    o.sent(0);
+    o.answered(answer(2, 0), false, 0);
+    o.sent(0);
+    assertThat(o.inFlight()).isEqualTo(Outbox.INITIAL_IN_FLIGHT - 1);
+    o.submitted(2);
+    assertThat(o.mayRead()).as("two answers taken: two more than at the start").isTrue();
+    o.submitted(1);
+    assertThat(o.inFlight()).isEqualTo(Outbox.INITIAL_IN_FLIGHT + 2);
+    assertThat(o.mayRead()).isFalse();
+    o.answered(answer(3, 0), false, 0);
+    assertThat(o.mayRead()).isTrue();
+  }
+
   @Test
   void aStreamReadsUntilItOwesTheMostAnswersAndReadsAgainWhenOneLeaves() {
-    Outbox o = new Outbox(BOUNDS, FrontDoor.MAX_BATCH_BYTES);
+    Outbox o = warmedUp();
     o.submitted(BOUNDS.maxOwedAnswers() - 1);
     assertThat(o.mayRead()).isTrue();
     o.submitted(1);
@@ -45,7 +87,7 @@ class OutboxTest {
 
   @Test
   void aStreamReadsUntilItOwesTheMostBytesAndReadsAgainWhenTheyLeave() {
-    Outbox o = new Outbox(BOUNDS, FrontDoor.MAX_BATCH_BYTES);
+    Outbox o = warmedUp();
     int size = answer(1, 64 << 10).getSerializedSize();
     long fit = BOUNDS.maxOwedBytes() / size; // answers of this size under the bound
     o.submitted((int) fit + 1);
@@ -69,7 +111,7 @@ class OutboxTest {
   @Test
   void beforeAnyAnswerCommandsInFlightCostNoBytes() {
     Outbox o = new Outbox(BOUNDS, FrontDoor.MAX_BATCH_BYTES);
-    o.submitted(1000);
+    o.submitted(Outbox.INITIAL_IN_FLIGHT - 1);
     assertThat(o.owedBytes()).isZero();
     assertThat(o.mayRead()).isTrue();
   }

@@ -56,10 +56,13 @@ import org.junit.jupiter.api.io.TempDir;
  *   <li>the memory it uses stays bounded: the heap ({@code jvm_memory_used_bytes}, area heap) plus
  *       the transport's direct memory ({@code idem_netty_direct_memory_used_bytes}), sampled from
  *       its {@code /metrics} through the flood, stays under {@value #MEMORY_BOUND_MIB} MiB;
- *   <li>two well-behaved clients (sequential puts) keep working, and their p99 latency during the
- *       flood is within {@value #P99_FACTOR} times their p99 before it, or under {@value
- *       #P99_FLOOR_MS} ms (the floor: at p99s of a few milliseconds, a GC or a scheduling hiccup on
- *       a shared 2-core machine alone can make tenfold);
+ *   <li>two well-behaved clients (sequential puts) keep working: none of their calls fails, they
+ *       complete at least 1/{@value #RATE_FACTOR} of the calls per second during the flood that
+ *       they did before it, and their p99 latency during the flood is within {@value #P99_FACTOR}
+ *       times their p99 before it, or under {@value #P99_FLOOR_MS} ms (the floor: on a shared
+ *       2-core machine where other builds run, one scheduling stall of a second was seen to make a
+ *       p99 of a few hundred calls; the rate catches what such a floor would hide, calls that do
+ *       not complete at all);
  *   <li>the flooding stream is cut off with {@code RESOURCE_EXHAUSTED}, naming the flag, once its
  *       answers wait {@value #STALL_MS} ms (the node's {@code --stream-stall-timeout-ms}) with none
  *       read;
@@ -75,7 +78,8 @@ class NeverReadingStreamTest {
   private static final long STALL_MS = 3_000;
   private static final long MEMORY_BOUND_MIB = 200;
   private static final long P99_FACTOR = 10;
-  private static final long P99_FLOOR_MS = 250;
+  private static final long P99_FLOOR_MS = 2_000;
+  private static final long RATE_FACTOR = 10;
   private static final List<String> JVM_FLAGS = List.of("-Xmx384m", "-XX:+UseG1GC");
 
   @TempDir Path dir;
@@ -124,10 +128,13 @@ class NeverReadingStreamTest {
         others.phase("warm-up");
         Thread.sleep(2_000);
         others.phase("before");
+        long beforeStart = System.nanoTime();
         Thread.sleep(4_000);
+        long beforeNanos = System.nanoTime() - beforeStart;
         long heapBefore = metrics.memory();
 
         others.phase("during");
+        long duringStart = System.nanoTime();
         metrics.sampleEvery(Duration.ofMillis(100));
         Flood flood = new Flood(address, grant);
         for (int i = 0; i < FLOOD; i++) {
@@ -139,6 +146,7 @@ class NeverReadingStreamTest {
                 () -> metrics.value("idem_streams_cut_off_total") >= 1);
         Thread.sleep(1_000); // the other clients go on after the cut, too
         others.phase("after");
+        long duringNanos = System.nanoTime() - duringStart;
         long maxMemory = metrics.stopSampling();
         boolean up = node.isAlive() && leads(setup);
         Status cut = flood.readAndAwaitEnd(Duration.ofSeconds(cutOff ? 20 : 1));
@@ -168,7 +176,13 @@ class NeverReadingStreamTest {
 
         assertThat(up).as("the node is up and leads").isTrue();
         assertThat(others.failures()).as("well-behaved calls that failed").isZero();
-        assertThat(during).as("well-behaved calls during the flood").hasSizeGreaterThan(10);
+        double rateBefore = before.size() / (beforeNanos / 1e9);
+        double rateDuring = during.size() / (duringNanos / 1e9);
+        System.out.printf(
+            "well-behaved calls per second: %.0f before, %.0f during%n", rateBefore, rateDuring);
+        assertThat(rateDuring)
+            .as("well-behaved calls per second during the flood")
+            .isGreaterThanOrEqualTo(rateBefore / RATE_FACTOR);
         assertThat(p99During)
             .as("well-behaved p99 during the flood (ns)")
             .isLessThanOrEqualTo(
