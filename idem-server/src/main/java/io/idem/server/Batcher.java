@@ -35,9 +35,26 @@ import org.slf4j.LoggerFactory;
 final class Batcher implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(Batcher.class);
 
-  /** Bounds of the batcher. */
+  /**
+   * Bounds of the batcher.
+   *
+   * @param maxCommands most commands in one entry
+   * @param maxBytes most bytes of commands in one entry (a larger command goes alone)
+   * @param maxInFlight entries being replicated at once; commands arriving meanwhile queue
+   * @param maxQueued most commands queued; at the bound, a new one fails at once with {@link
+   *     OverloadedException} (the client backs off and resends)
+   * @param maxQueuedBytes most bytes of queued commands; at the bound, a new one fails with {@link
+   *     OverloadedException}, unless the queue is empty (a command of any size then queues, so that
+   *     none is refused for its size alone)
+   * @param tickIntervalMs how long the leader stays without appending before it appends a tick
+   */
   record Settings(
-      int maxCommands, int maxBytes, int maxInFlight, int maxQueued, long tickIntervalMs) {}
+      int maxCommands,
+      int maxBytes,
+      int maxInFlight,
+      int maxQueued,
+      long maxQueuedBytes,
+      long tickIntervalMs) {}
 
   /** A command waiting for its entry. */
   private record Pending(Command command, int size, CompletableFuture<CommandResult> result) {}
@@ -49,8 +66,13 @@ final class Batcher implements AutoCloseable {
   static final class OverloadedException extends RuntimeException {
     private static final long serialVersionUID = 1L;
 
-    OverloadedException(int queued) {
-      super("the leader has " + queued + " commands queued; back off and retry");
+    OverloadedException(int queued, long bytes) {
+      super(
+          "the leader has "
+              + queued
+              + " commands ("
+              + bytes
+              + " bytes) queued; back off and retry");
     }
   }
 
@@ -62,6 +84,7 @@ final class Batcher implements AutoCloseable {
   private final ReentrantLock lock = new ReentrantLock();
   private final Condition changed = lock.newCondition();
   private final ArrayDeque<Pending> queue = new ArrayDeque<>();
+  private long queuedBytes; // of the commands in queue; guarded by lock
   private List<CompletableFuture<Void>> barriers = new ArrayList<>();
   private final Thread thread;
   private final java.util.concurrent.ExecutorService replies;
@@ -137,12 +160,15 @@ final class Batcher implements AutoCloseable {
           refused = new ReplicatedLog.NotLeaderException("");
           break;
         }
-        if (queue.size() >= settings.maxQueued()) {
-          refused = new OverloadedException(queue.size());
+        Command command = commands.get(queued);
+        int size = command.getSerializedSize();
+        if (queue.size() >= settings.maxQueued()
+            || (!queue.isEmpty() && queuedBytes + size > settings.maxQueuedBytes())) {
+          refused = new OverloadedException(queue.size(), queuedBytes);
           break;
         }
-        Command command = commands.get(queued);
-        queue.add(new Pending(command, command.getSerializedSize(), futures.get(queued)));
+        queue.add(new Pending(command, size, futures.get(queued)));
+        queuedBytes += size;
       }
       if (queued > 0) {
         changed.signal();
@@ -240,6 +266,7 @@ final class Batcher implements AutoCloseable {
       }
       batch.add(queue.poll());
       bytes += p.size();
+      queuedBytes -= p.size();
     }
     List<CompletableFuture<Void>> waiting = barriers;
     barriers = new ArrayList<>();
@@ -342,6 +369,7 @@ final class Batcher implements AutoCloseable {
       closed = true;
       left = new ArrayList<>(queue);
       queue.clear();
+      queuedBytes = 0;
       waiting = barriers;
       barriers = new ArrayList<>();
       changed.signalAll();

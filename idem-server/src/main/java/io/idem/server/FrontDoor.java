@@ -84,6 +84,7 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
   private final Membership membership;
   private final boolean unsafeLocalReads;
   private final ServerMetrics metrics;
+  private final Outbox.Bounds bounds;
   private final SecureRandom random = new SecureRandom();
 
   FrontDoor(
@@ -93,7 +94,8 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       Supplier<StatusReply> status,
       Membership membership,
       boolean unsafeLocalReads,
-      ServerMetrics metrics) {
+      ServerMetrics metrics,
+      Outbox.Bounds bounds) {
     this.log = log;
     this.batcher = batcher;
     this.stateMachine = stateMachine;
@@ -101,6 +103,7 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
     this.membership = membership;
     this.unsafeLocalReads = unsafeLocalReads;
     this.metrics = metrics;
+    this.bounds = bounds;
   }
 
   @Override
@@ -376,6 +379,18 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
    * that one {@link AnswerRound} hands out are kept and leave in one frame when it closes; every
    * other frame first sends what is kept, so the stream's order stays the order in which its
    * answers were given.
+   *
+   * <p>Flow control, both ways ({@link Outbox}): frames are written only while the transport is
+   * ready, and wait in the outbox otherwise; the stream reads the next request only while the
+   * answers it owes are under its bounds, so that a client that does not read its answers is not
+   * read either, and HTTP/2 flow control holds its requests on its side. A stream whose waiting
+   * frames do not leave for {@link Outbox.Bounds#stallTimeoutMs} is ended with {@code
+   * RESOURCE_EXHAUSTED}; the answers it owed stay saved in the session, and a client that resends
+   * gets them.
+   *
+   * <p>Threads: requests arrive on a gRPC I/O thread, answers on the batcher's replies thread, the
+   * transport's readiness on an I/O thread and the stall check on a timer; the stream's lock guards
+   * the outbox and every write.
    */
   private final class SessionStream implements StreamObserver<ClientFrame>, AnswerRound.Member {
     private final ServerCallStreamObserver<ServerFrame> out;
@@ -383,28 +398,50 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
     /** The caller's certificate subject, or null: the session must be bound to it or to none. */
     private final String principal;
 
+    /** Answers owed and frames not written yet; guarded by this. */
+    private final Outbox outbox = new Outbox(bounds, MAX_BATCH_BYTES);
+
     private Hello hello;
+
+    /** Written its last frame (or gave up): nothing more goes out. Guarded by this. */
     private boolean done;
 
-    /** Commands forwarded on this stream whose answers were not sent yet. */
-    private int owed;
+    /** Ends once the outbox is empty: nothing new is queued. Guarded by this. */
+    private boolean ending;
 
     /** Whether the client half-closed: the stream ends once nothing is owed (or after a bound). */
     private boolean halfClosed;
 
-    /** Answers kept during the current round (a client that takes batches); guarded by this. */
-    private final List<ServerFrame> kept = new ArrayList<>();
+    /** A request frame was asked of the transport and has not come yet. Guarded by this. */
+    private boolean reading;
 
-    /** Their serialized size. */
-    private int keptBytes;
+    /** A stall check is scheduled. Guarded by this. */
+    private boolean stallCheck;
 
     SessionStream(ServerCallStreamObserver<ServerFrame> out, String principal) {
       this.out = out;
       this.principal = principal;
+      // Both must be set before session() returns; from then on this stream asks for each
+      // request frame itself (readMore), one at a time, as gRPC's automatic requests would.
+      out.disableAutoRequest();
+      out.setOnReadyHandler(this::drain);
+      reading = true;
+      out.request(1); // the Hello
     }
 
     @Override
     public void onNext(ClientFrame frame) {
+      synchronized (this) {
+        reading = false;
+      }
+      try {
+        handle(frame);
+      } finally {
+        readMore();
+      }
+    }
+
+    private void handle(ClientFrame frame) {
       switch (frame.getFrameCase()) {
         case HELLO -> onHello(frame.getHello());
         case REQUEST -> {
@@ -435,7 +472,7 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
             commands.add(sessionCommand(r));
           }
           synchronized (this) {
-            owed += n;
+            outbox.submitted(n);
           }
           List<CompletableFuture<CommandResult>> results = batcher.submitAll(commands);
           for (int i = 0; i < n; i++) {
@@ -467,6 +504,21 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
         }
         default -> endWith(Code.INVALID_ARGUMENT, "empty frame");
       }
+    }
+
+    /**
+     * Asks the transport for the next request frame, if none is asked for and the answers owed
+     * leave room; otherwise the next answer to leave asks.
+     */
+    private synchronized void readMore() {
+      if (reading || done || ending || halfClosed) {
+        return;
+      }
+      if (!outbox.mayRead()) {
+        return;
+      }
+      reading = true;
+      out.request(1);
     }
 
     private void request(Request r) {
@@ -534,48 +586,46 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
 
     private void forward(Command cmd, long seq) {
       synchronized (this) {
-        owed++;
+        outbox.submitted(1);
       }
       whenAnswered(batcher.submit(cmd), seq);
     }
 
     /** Answers request {@code seq} (0: a keep-alive or close) when its command is done. */
     private void whenAnswered(CompletableFuture<CommandResult> result, long seq) {
-      result.whenComplete(
-          (CommandResult r, Throwable error) -> {
-            try {
-              answer(r, error, seq);
-            } finally {
-              paid();
-            }
-          });
+      result.whenComplete((CommandResult r, Throwable error) -> answer(r, error, seq));
     }
 
     private void answer(CommandResult result, Throwable error, long seq) {
+      ServerFrame f;
+      boolean notLeader = false;
       if (error == null) {
-        sendAnswer(result.getFrame());
-        return;
-      }
-      Code code = failureCode(error);
-      ServerFrame f =
-          ServerFrame.newBuilder()
-              .setSeq(seq)
-              .setResult(Result.newBuilder().setCode(code).setMessage(failureMessage(error)))
-              .setLeaderHint(log.leaderClientAddress())
-              .build();
-      if (code == Code.NOT_LEADER) {
-        send(f.toBuilder().setSeq(0).build());
-        finish();
+        f = result.getFrame();
       } else {
-        send(f);
+        Code code = failureCode(error);
+        notLeader = code == Code.NOT_LEADER;
+        f =
+            ServerFrame.newBuilder()
+                .setSeq(notLeader ? 0 : seq)
+                .setResult(Result.newBuilder().setCode(code).setMessage(failureMessage(error)))
+                .setLeaderHint(log.leaderClientAddress())
+                .build();
       }
-    }
-
-    /** One owed answer was sent (or could not be); ends a half-closed stream owing nothing. */
-    private synchronized void paid() {
-      owed--;
-      if (halfClosed && owed == 0) {
-        finish();
+      synchronized (this) {
+        if (done || ending) {
+          outbox.dropped();
+          return;
+        }
+        // Keeps the answer for the round open on this thread, if any and if the client takes
+        // batches; a stream that joined stays in the round, and what it keeps leaves at its end.
+        boolean keep =
+            !notLeader && hello.getBatches() && (outbox.keeping() || AnswerRound.join(this));
+        outbox.answered(f, keep, System.nanoTime());
+        if (notLeader || (halfClosed && outbox.inFlight() == 0)) {
+          finish();
+        } else if (!keep) {
+          drain();
+        }
       }
     }
 
@@ -589,73 +639,130 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       finish();
     }
 
+    @Override
+    public synchronized void flush() {
+      outbox.seal(System.nanoTime());
+      drain();
+    }
+
+    /** Queues a frame of the stream's own, after what is kept, and writes what it can. */
+    private synchronized void send(ServerFrame f) {
+      if (done || ending) {
+        return;
+      }
+      outbox.frame(f, System.nanoTime());
+      drain();
+    }
+
     /**
-     * Keeps an answer for the round open on this thread, if any and if the client takes batches.
+     * Writes waiting frames while the transport is ready (also its on-ready handler); ends an
+     * ending stream once none waits; asks for the next request if the answers left room.
      */
-    private void sendAnswer(ServerFrame f) {
-      synchronized (this) {
-        if (hello.getBatches() && !done && (!kept.isEmpty() || AnswerRound.join(this))) {
-          int size = f.getSerializedSize();
-          if (!kept.isEmpty() && keptBytes + size > MAX_BATCH_BYTES) {
-            sendKept(); // this stream is still in the round: what it keeps next leaves at its end
-          }
-          kept.add(f);
-          keptBytes += size;
+    private synchronized void drain() {
+      if (done) {
+        return;
+      }
+      if (out.isCancelled()) {
+        outbox.clear();
+        done = true;
+        return;
+      }
+      ServerFrame f;
+      while ((f = outbox.next()) != null && out.isReady()) {
+        outbox.sent(System.nanoTime());
+        if (!write(f)) {
+          outbox.clear();
+          done = true;
           return;
         }
       }
-      send(f);
-    }
-
-    @Override
-    public synchronized void flush() {
-      sendKept();
-    }
-
-    /** Sends the kept answers: one frame, a batch if there are several. Under the lock. */
-    private void sendKept() {
-      if (kept.isEmpty()) {
+      if (outbox.hasWaiting()) {
+        checkStallLater();
+      } else if (ending) {
+        done = true;
+        out.onCompleted();
         return;
       }
-      ServerFrame f =
-          kept.size() == 1 ? kept.get(0) : ServerFrame.newBuilder().addAllBatch(kept).build();
-      kept.clear();
-      keptBytes = 0;
-      emit(f);
-    }
-
-    private synchronized void send(ServerFrame f) {
-      sendKept();
-      emit(f);
+      readMore();
     }
 
     /**
      * Writes a frame. The client may cancel between the check and the write, and grpc-java then
      * throws: the stream is over, and the round that flushes it goes on to the other streams.
      */
-    private void emit(ServerFrame f) {
-      if (done || out.isCancelled()) {
-        return;
-      }
+    private boolean write(ServerFrame f) {
       try {
         out.onNext(f);
+        return true;
       } catch (RuntimeException e) {
-        done = true;
         LOG.debug(
             "session stream of client {} ended while writing: {}",
             hello == null ? 0 : hello.getClientId(),
             e.toString());
+        return false;
       }
     }
 
-    private synchronized void finish() {
-      sendKept();
-      if (!done) {
-        done = true;
-        if (!out.isCancelled()) {
-          out.onCompleted();
-        }
+    /** Schedules a stall check when the oldest wait reaches the bound, unless one is scheduled. */
+    private void checkStallLater() {
+      if (stallCheck) {
+        return;
       }
+      stallCheck = true;
+      long left =
+          TimeUnit.MILLISECONDS.toNanos(bounds.stallTimeoutMs())
+              - outbox.stalledNanos(System.nanoTime());
+      CompletableFuture.delayedExecutor(Math.max(0, left), TimeUnit.NANOSECONDS)
+          .execute(this::checkStall);
+    }
+
+    /** Ends the stream if its frames still wait with none leaving for the bound. */
+    private synchronized void checkStall() {
+      stallCheck = false;
+      if (done) {
+        return;
+      }
+      if (out.isCancelled()) {
+        outbox.clear();
+        done = true;
+        return;
+      }
+      if (!outbox.hasWaiting()) {
+        return;
+      }
+      if (!outbox.stalled(System.nanoTime())) {
+        checkStallLater(); // frames left meanwhile: the stall started later
+        return;
+      }
+      int owed = outbox.clear();
+      done = true;
+      metrics.streamCutOff();
+      LOG.debug(
+          "session stream of client {} cut off: {} answers unread for {} ms",
+          hello == null ? 0 : hello.getClientId(),
+          owed,
+          bounds.stallTimeoutMs());
+      out.onError(
+          io.grpc.Status.RESOURCE_EXHAUSTED
+              .withDescription(
+                  "the client read none of the "
+                      + owed
+                      + " answers waiting on this stream for "
+                      + bounds.stallTimeoutMs()
+                      + " ms (the server's --stream-stall-timeout-ms); they stay saved in the"
+                      + " session: reconnect and resend the unanswered requests with the same"
+                      + " numbers")
+              .asRuntimeException());
+    }
+
+    /** Ends the stream once the frames queued so far are written; nothing new is queued. */
+    private synchronized void finish() {
+      if (done || ending) {
+        return;
+      }
+      outbox.seal(System.nanoTime());
+      ending = true;
+      drain();
     }
 
     @Override
@@ -665,12 +772,12 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
 
     /**
      * The client half-closed: it sends nothing more but still waits for the answers owed. The
-     * stream ends when the last is sent, or after {@link #HALF_CLOSE_DRAIN_MS}.
+     * stream ends when the last is written, or after {@link #HALF_CLOSE_DRAIN_MS}.
      */
     @Override
     public synchronized void onCompleted() {
       halfClosed = true;
-      if (owed == 0) {
+      if (outbox.inFlight() == 0) {
         finish();
         return;
       }

@@ -75,6 +75,7 @@ public final class IdemServer implements AutoCloseable {
                 config.maxBatchBytes(),
                 config.maxInFlightBatches(),
                 config.maxQueuedCommands(),
+                config.maxQueuedBytes(),
                 config.tickIntervalMs()),
             System::currentTimeMillis,
             stateMachine::bootstrapCommand,
@@ -89,7 +90,8 @@ public final class IdemServer implements AutoCloseable {
             this::status,
             membership,
             config.unsafeLocalReads(),
-            metrics);
+            metrics,
+            config.streamBounds());
     String client = config.clientListenAddress();
     int colon = client.lastIndexOf(':');
     ConnectionLimits bounds = config.connectionLimits();

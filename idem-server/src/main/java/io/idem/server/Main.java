@@ -199,6 +199,57 @@ public final class Main implements Callable<Integer> {
   int entriesInFlight;
 
   @Option(
+      names = "--max-queued-commands",
+      defaultValue =
+          "${env:IDEM_MAX_QUEUED_COMMANDS:-" + ServerConfig.DEFAULT_MAX_QUEUED_COMMANDS + "}",
+      description =
+          "Commands the leader holds waiting for a log entry; a command past it is answered"
+              + " OVERLOADED (the client backs off and resends). Default: ${DEFAULT-VALUE}.")
+  int maxQueuedCommands;
+
+  @Option(
+      names = "--max-queued-bytes",
+      defaultValue = "${env:IDEM_MAX_QUEUED_BYTES:-" + ServerConfig.DEFAULT_MAX_QUEUED_BYTES + "}",
+      description =
+          "Bytes of commands the leader holds waiting for a log entry; a command past it is"
+              + " answered OVERLOADED (one into an empty queue is taken whatever its size)."
+              + " Default: ${DEFAULT-VALUE}.")
+  long maxQueuedBytes;
+
+  @Option(
+      names = "--stream-max-owed-answers",
+      defaultValue =
+          "${env:IDEM_STREAM_MAX_OWED_ANSWERS:-"
+              + ServerConfig.DEFAULT_STREAM_MAX_OWED_ANSWERS
+              + "}",
+      description =
+          "Answers one session stream may owe (not answered, or not yet read by the client) and"
+              + " still read requests; at the bound it reads none until answers leave. At least"
+              + " the largest session window (65536). Default: ${DEFAULT-VALUE}.")
+  int streamMaxOwedAnswers;
+
+  @Option(
+      names = "--stream-max-owed-bytes",
+      defaultValue =
+          "${env:IDEM_STREAM_MAX_OWED_BYTES:-" + ServerConfig.DEFAULT_STREAM_MAX_OWED_BYTES + "}",
+      description =
+          "Bytes of answers one session stream may owe and still read requests; at the bound it"
+              + " reads none until answers leave. Default: ${DEFAULT-VALUE}.")
+  long streamMaxOwedBytes;
+
+  @Option(
+      names = "--stream-stall-timeout-ms",
+      defaultValue =
+          "${env:IDEM_STREAM_STALL_TIMEOUT_MS:-"
+              + ServerConfig.DEFAULT_STREAM_STALL_TIMEOUT_MS
+              + "}",
+      description =
+          "How long a session stream's answers may wait for a client that reads none of them;"
+              + " then the stream ends with RESOURCE_EXHAUSTED (the answers stay saved: the client"
+              + " resends and gets them). Default: ${DEFAULT-VALUE}.")
+  long streamStallTimeoutMs;
+
+  @Option(
       names = "--log-segment-bytes",
       defaultValue = "${env:IDEM_LOG_SEGMENT_BYTES:-8388608}",
       description =
@@ -311,6 +362,11 @@ public final class Main implements Callable<Integer> {
         .unsafeLocalReads(unsafeLocalReads)
         .snapshotEveryEntries(snapshotEvery)
         .maxInFlightBatches(entriesInFlight)
+        .maxQueuedCommands(maxQueuedCommands)
+        .maxQueuedBytes(maxQueuedBytes)
+        .streamMaxOwedAnswers(streamMaxOwedAnswers)
+        .streamMaxOwedBytes(streamMaxOwedBytes)
+        .streamStallTimeoutMs(streamStallTimeoutMs)
         .logSegmentBytes(logSegmentBytes)
         .clientListen(clientListen)
         .adminAddress(adminAddress)

@@ -21,6 +21,19 @@ import java.util.List;
  * @param maxBatchBytes most bytes of commands in one log entry
  * @param maxInFlightBatches entries being replicated at once; later commands wait and batch
  * @param maxQueuedCommands commands waiting on the leader before new ones get OVERLOADED
+ * @param maxQueuedBytes bytes of commands waiting on the leader before new ones get OVERLOADED (a
+ *     command into an empty queue is taken whatever its size)
+ * @param streamMaxOwedAnswers answers one session stream may owe (commands not answered yet, and
+ *     answers not written to the client yet) and still read another request; at the bound it reads
+ *     none until answers leave, and HTTP/2 flow control holds the client's further requests. At
+ *     least {@link SessionTableConfig#MAX_WINDOW}, so that a client keeping its window full is
+ *     never held back ({@link Outbox})
+ * @param streamMaxOwedBytes bytes of answers one session stream may owe and still read another
+ *     request (answers not written by their size, commands not answered as large as the stream's
+ *     largest answer); at the bound it reads none until answers leave
+ * @param streamStallTimeoutMs how long a session stream's answers may wait for a client that reads
+ *     none of them; then the stream ends with {@code RESOURCE_EXHAUSTED}, and the client, which
+ *     resends on a new stream, gets the answers saved in its session
  * @param snapshotEveryEntries take a snapshot after this many applied entries
  * @param snapshotsRetained how many snapshot files to keep
  * @param logSegmentBytes size of a Raft log segment; only closed segments are purged behind a
@@ -72,6 +85,10 @@ public record ServerConfig(
     int maxBatchBytes,
     int maxInFlightBatches,
     int maxQueuedCommands,
+    long maxQueuedBytes,
+    int streamMaxOwedAnswers,
+    long streamMaxOwedBytes,
+    long streamStallTimeoutMs,
     long snapshotEveryEntries,
     int snapshotsRetained,
     long logSegmentBytes,
@@ -93,6 +110,24 @@ public record ServerConfig(
 
   /** Default Raft address. */
   public static final String DEFAULT_RAFT_ADDRESS = "127.0.0.1:7002";
+
+  /** Default {@link #maxQueuedCommands}. */
+  public static final int DEFAULT_MAX_QUEUED_COMMANDS = 100_000;
+
+  /** Default {@link #maxQueuedBytes}: 128 MiB. */
+  public static final long DEFAULT_MAX_QUEUED_BYTES = 128L << 20;
+
+  /**
+   * Default {@link #streamMaxOwedAnswers}: twice the largest session window, room for a full window
+   * and its keep-alives.
+   */
+  public static final int DEFAULT_STREAM_MAX_OWED_ANSWERS = 2 * SessionTableConfig.MAX_WINDOW;
+
+  /** Default {@link #streamMaxOwedBytes}: 64 MiB. */
+  public static final long DEFAULT_STREAM_MAX_OWED_BYTES = 64L << 20;
+
+  /** Default {@link #streamStallTimeoutMs}: 30 s. */
+  public static final long DEFAULT_STREAM_STALL_TIMEOUT_MS = 30_000;
 
   /**
    * One cluster member.
@@ -163,6 +198,8 @@ public record ServerConfig(
     positive("maxBatchBytes", maxBatchBytes);
     positive("maxInFlightBatches", maxInFlightBatches);
     positive("maxQueuedCommands", maxQueuedCommands);
+    positive("maxQueuedBytes", maxQueuedBytes);
+    new Outbox.Bounds(streamMaxOwedAnswers, streamMaxOwedBytes, streamStallTimeoutMs);
     positive("snapshotEveryEntries", snapshotEveryEntries);
     positive("snapshotsRetained", snapshotsRetained);
     if (logSegmentBytes < 4096) {
@@ -255,6 +292,11 @@ public record ServerConfig(
     return peerTls == null ? tls : peerTls;
   }
 
+  /** The bounds of every session stream's outbox. */
+  Outbox.Bounds streamBounds() {
+    return new Outbox.Bounds(streamMaxOwedAnswers, streamMaxOwedBytes, streamStallTimeoutMs);
+  }
+
   /** The address the client endpoint binds: {@link #clientListen}, else the advertised one. */
   public String clientListenAddress() {
     return clientListen.isEmpty() ? self().clientAddress() : clientListen;
@@ -306,7 +348,11 @@ public record ServerConfig(
     private int maxBatchCommands = 4096;
     private int maxBatchBytes = 1 << 20;
     private int maxInFlightBatches = 1;
-    private int maxQueuedCommands = 100_000;
+    private int maxQueuedCommands = DEFAULT_MAX_QUEUED_COMMANDS;
+    private long maxQueuedBytes = DEFAULT_MAX_QUEUED_BYTES;
+    private int streamMaxOwedAnswers = DEFAULT_STREAM_MAX_OWED_ANSWERS;
+    private long streamMaxOwedBytes = DEFAULT_STREAM_MAX_OWED_BYTES;
+    private long streamStallTimeoutMs = DEFAULT_STREAM_STALL_TIMEOUT_MS;
     private long snapshotEveryEntries = 10_000;
     private int snapshotsRetained = 2;
     private long logSegmentBytes = 8L << 20;
@@ -408,6 +454,30 @@ public record ServerConfig(
       return this;
     }
 
+    /** See {@link ServerConfig#maxQueuedBytes}. */
+    public Builder maxQueuedBytes(long n) {
+      this.maxQueuedBytes = n;
+      return this;
+    }
+
+    /** See {@link ServerConfig#streamMaxOwedAnswers}. */
+    public Builder streamMaxOwedAnswers(int n) {
+      this.streamMaxOwedAnswers = n;
+      return this;
+    }
+
+    /** See {@link ServerConfig#streamMaxOwedBytes}. */
+    public Builder streamMaxOwedBytes(long n) {
+      this.streamMaxOwedBytes = n;
+      return this;
+    }
+
+    /** See {@link ServerConfig#streamStallTimeoutMs}. */
+    public Builder streamStallTimeoutMs(long ms) {
+      this.streamStallTimeoutMs = ms;
+      return this;
+    }
+
     public Builder snapshotEveryEntries(long n) {
       this.snapshotEveryEntries = n;
       return this;
@@ -494,6 +564,10 @@ public record ServerConfig(
           maxBatchBytes,
           maxInFlightBatches,
           maxQueuedCommands,
+          maxQueuedBytes,
+          streamMaxOwedAnswers,
+          streamMaxOwedBytes,
+          streamStallTimeoutMs,
           snapshotEveryEntries,
           snapshotsRetained,
           logSegmentBytes,

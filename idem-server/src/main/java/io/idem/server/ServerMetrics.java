@@ -1,5 +1,6 @@
 package io.idem.server;
 
+import io.grpc.netty.shaded.io.netty.util.internal.PlatformDependent;
 import io.idem.proto.Code;
 import io.idem.proto.Command;
 import io.idem.proto.CommandResult;
@@ -8,7 +9,9 @@ import io.idem.proto.LogEntry;
 import io.idem.proto.Operation;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.DistributionSummary;
+import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.util.EnumMap;
@@ -41,6 +44,7 @@ final class ServerMetrics {
   private final Counter proposalsRefused;
   private final Counter batchedRequests;
   private final Counter connectionsRefused;
+  private final Counter streamsCutOff;
 
   ServerMetrics(String nodeId) {
     registry.config().commonTags("node", nodeId);
@@ -106,6 +110,20 @@ final class ServerMetrics {
                 "Log entries this node applied as no-ops because it cannot decode them (bytes that"
                     + " do not parse, or an unknown log format version)")
             .register(registry);
+    streamsCutOff =
+        Counter.builder("idem.streams.cut.off")
+            .description(
+                "Session streams this node ended with RESOURCE_EXHAUSTED because their client read"
+                    + " none of the answers waiting for --stream-stall-timeout-ms")
+            .register(registry);
+    // The heap and buffer pools (jvm_memory_used_bytes, jvm_buffer_memory_used_bytes), and the
+    // direct memory the transport's Netty allocates outside the JDK's buffer pools.
+    new JvmMemoryMetrics().bindTo(registry);
+    Gauge.builder("idem.netty.direct.memory.used", PlatformDependent::usedDirectMemory)
+        .description(
+            "Direct memory the gRPC transport (Netty) has allocated; -1 if Netty does not count it")
+        .baseUnit("bytes")
+        .register(registry);
     proposalsRefused =
         Counter.builder("idem.proposals.refused")
             .description(
@@ -133,6 +151,11 @@ final class ServerMetrics {
   /** A proposal was refused before it reached the log. */
   void proposalRefused() {
     proposalsRefused.increment();
+  }
+
+  /** A session stream was ended because its client read none of its answers for the bound. */
+  void streamCutOff() {
+    streamsCutOff.increment();
   }
 
   /** Log entries applied as no-ops since this node started. */

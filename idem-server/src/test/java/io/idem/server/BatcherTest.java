@@ -97,10 +97,20 @@ class BatcherTest {
 
   Batcher batcher(
       int maxCommands, int maxBytes, int maxQueued, long tickMs, Supplier<Command> bootstrap) {
+    return batcher(maxCommands, maxBytes, maxQueued, Long.MAX_VALUE, tickMs, bootstrap);
+  }
+
+  Batcher batcher(
+      int maxCommands,
+      int maxBytes,
+      int maxQueued,
+      long maxQueuedBytes,
+      long tickMs,
+      Supplier<Command> bootstrap) {
     Batcher b =
         new Batcher(
             log,
-            new Batcher.Settings(maxCommands, maxBytes, 1, maxQueued, tickMs),
+            new Batcher.Settings(maxCommands, maxBytes, 1, maxQueued, maxQueuedBytes, tickMs),
             clock::get,
             bootstrap,
             "test-batcher");
@@ -275,6 +285,38 @@ class BatcherTest {
     for (CompletableFuture<CommandResult> f : queued) {
       assertThat(f.get(10, TimeUnit.SECONDS)).isNotNull();
     }
+  }
+
+  @Test
+  void beyondMaxQueuedBytesACommandIsRefusedAsOverloadedButAnEmptyQueueTakesAnySize()
+      throws Exception {
+    int size = cmd(2).getSerializedSize();
+    Batcher b = batcher(4096, 1 << 20, 100, 3L * size, 60_000, () -> null);
+    b.submit(cmd(1));
+    HandLog.Appended e1 = log.next(); // in flight: what follows queues
+    List<CompletableFuture<CommandResult>> queued = new ArrayList<>();
+    for (long id = 2; id <= 4; id++) {
+      queued.add(b.submit(cmd(id))); // exactly at the bound
+    }
+    assertThat(queued).noneMatch(CompletableFuture::isDone);
+    CompletableFuture<CommandResult> refused = b.submit(cmd(5));
+    assertThat(failure(refused))
+        .isInstanceOf(Batcher.OverloadedException.class)
+        .hasMessageContaining("(" + 3 * size + " bytes)");
+    e1.answer();
+    HandLog.Appended e2 = log.next();
+    assertThat(ids(e2.entry())).containsExactly(2L, 3L, 4L);
+    e2.answer();
+    for (CompletableFuture<CommandResult> f : queued) {
+      assertThat(f.get(10, TimeUnit.SECONDS)).isNotNull();
+    }
+
+    Batcher tiny = batcher(4096, 1 << 20, 100, 1, 60_000, () -> null);
+    CompletableFuture<CommandResult> alone = tiny.submit(cmd(6));
+    log.next().answer();
+    assertThat(alone.get(10, TimeUnit.SECONDS))
+        .as("larger than the bound, into an empty queue")
+        .isNotNull();
   }
 
   @Test

@@ -97,6 +97,39 @@ class ServerConfigTest {
   }
 
   @Test
+  void queueAndStreamBoundFlagsReachTheConfigurationAndDefaultToTheConstants() {
+    Main defaults = new Main();
+    new CommandLine(defaults).parseArgs();
+    ServerConfig d = defaults.config();
+    assertThat(d.maxQueuedCommands()).isEqualTo(ServerConfig.DEFAULT_MAX_QUEUED_COMMANDS);
+    assertThat(d.maxQueuedBytes()).isEqualTo(ServerConfig.DEFAULT_MAX_QUEUED_BYTES);
+    assertThat(d.streamMaxOwedAnswers()).isEqualTo(ServerConfig.DEFAULT_STREAM_MAX_OWED_ANSWERS);
+    assertThat(d.streamMaxOwedBytes()).isEqualTo(ServerConfig.DEFAULT_STREAM_MAX_OWED_BYTES);
+    assertThat(d.streamStallTimeoutMs()).isEqualTo(ServerConfig.DEFAULT_STREAM_STALL_TIMEOUT_MS);
+    Main main = new Main();
+    new CommandLine(main)
+        .parseArgs(
+            "--max-queued-commands=7",
+            "--max-queued-bytes=4096",
+            "--stream-max-owed-answers=65536",
+            "--stream-max-owed-bytes=1048576",
+            "--stream-stall-timeout-ms=1");
+    assertThat(main.config().streamBounds()).isEqualTo(new Outbox.Bounds(65536, 1 << 20, 1));
+    assertThat(main.config().maxQueuedCommands()).isEqualTo(7);
+    assertThat(main.config().maxQueuedBytes()).isEqualTo(4096);
+  }
+
+  @Test
+  void streamBoundsBelowTheirFloorsAreRefusedByName() {
+    assertThatThrownBy(() -> ServerConfig.builder().streamMaxOwedAnswers(65535).build())
+        .hasMessageContaining("streamMaxOwedAnswers must be at least 65536");
+    assertThatThrownBy(() -> ServerConfig.builder().streamMaxOwedBytes((1 << 20) - 1).build())
+        .hasMessageContaining("streamMaxOwedBytes must be at least 1048576");
+    assertThatThrownBy(() -> ServerConfig.builder().streamStallTimeoutMs(0).build())
+        .hasMessageContaining("streamStallTimeoutMs must be positive");
+  }
+
+  @Test
   void underTlsTheRaftPortMustTellPeersFromClients(@TempDir Path dir) throws Exception {
     Path cert = Files.writeString(dir.resolve("node.pem"), "cert");
     Path key = Files.writeString(dir.resolve("node.key"), "key");
