@@ -659,12 +659,7 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
      * ending stream once none waits; asks for the next request if the answers left room.
      */
     private synchronized void drain() {
-      if (done) {
-        return;
-      }
-      if (out.isCancelled()) {
-        outbox.clear();
-        done = true;
+      if (done || endedByClient()) {
         return;
       }
       ServerFrame f;
@@ -684,6 +679,16 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
         return;
       }
       readMore();
+    }
+
+    /** Whether the client cancelled the stream; if so, it is over and nothing waits any more. */
+    private boolean endedByClient() {
+      if (!out.isCancelled()) {
+        return false;
+      }
+      outbox.clear();
+      done = true;
+      return true;
     }
 
     /**
@@ -719,12 +724,7 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
     /** Ends the stream if its frames still wait with none leaving for the bound. */
     private synchronized void checkStall() {
       stallCheck = false;
-      if (done) {
-        return;
-      }
-      if (out.isCancelled()) {
-        outbox.clear();
-        done = true;
+      if (done || endedByClient()) {
         return;
       }
       if (!outbox.hasWaiting()) {

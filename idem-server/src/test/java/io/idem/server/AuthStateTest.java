@@ -1,15 +1,17 @@
 package io.idem.server;
 
+import static io.idem.server.TenantLog.A;
+import static io.idem.server.TenantLog.ADMIN;
+import static io.idem.server.TenantLog.B;
+import static io.idem.server.TenantLog.acquire;
+import static io.idem.server.TenantLog.put;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.google.protobuf.ByteString;
-import io.idem.proto.AcquireKey;
-import io.idem.proto.AuthCmd;
 import io.idem.proto.AuthReply;
 import io.idem.proto.AuthRequest;
 import io.idem.proto.Code;
 import io.idem.proto.Command;
-import io.idem.proto.CommandResult;
 import io.idem.proto.CompleteKey;
 import io.idem.proto.ConfigureCmd;
 import io.idem.proto.ConfigureReply;
@@ -19,17 +21,13 @@ import io.idem.proto.GrantLease;
 import io.idem.proto.Limits;
 import io.idem.proto.LogEntry;
 import io.idem.proto.Operation;
-import io.idem.proto.Permission;
 import io.idem.proto.Put;
 import io.idem.proto.RegisterCmd;
 import io.idem.proto.RegisterReply;
 import io.idem.proto.RegisterRequest;
 import io.idem.proto.ReleaseKey;
 import io.idem.proto.Result;
-import io.idem.proto.Role;
-import io.idem.proto.SessionCmd;
 import io.idem.proto.UserRoles;
-import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -40,128 +38,23 @@ import org.junit.jupiter.api.Test;
  * alike.
  */
 class AuthStateTest {
-  private static final String ADMIN = "CN=admin";
-  private static final String A = "CN=tenant-a";
-  private static final String B = "CN=tenant-b";
-
-  private final ReplicatedState state = new ReplicatedState();
-  private final List<LogEntry> log = new ArrayList<>();
-  private long index;
-  private int version = ReplicatedState.LOG_FORMAT_VERSION;
-
-  private CommandResult apply(Command c) {
-    LogEntry e =
-        LogEntry.newBuilder()
-            .setFormatVersion(version)
-            .setLeaderTimeMs(1_000 + index)
-            .addCommands(c)
-            .build();
-    log.add(e);
-    return state.apply(++index, 1, e, true).getResults(0);
-  }
-
-  private AuthReply auth(String principal, AuthRequest.Builder req) {
-    return apply(
-            Command.newBuilder()
-                .setAuth(AuthCmd.newBuilder().setPrincipal(principal).setRequest(req))
-                .build())
-        .getAuth();
-  }
-
-  private static Role tenant(String name, String prefix) {
-    return Role.newBuilder()
-        .setName(name)
-        .addPermissions(perm(Permission.Kind.KV_READ_WRITE, prefix + "/"))
-        .addPermissions(perm(Permission.Kind.KEY_SCOPE, prefix))
-        .addPermissions(perm(Permission.Kind.LEASE, prefix + "/"))
-        .build();
-  }
-
-  private static Permission perm(Permission.Kind kind, String prefix) {
-    return Permission.newBuilder().setKind(kind).setPrefix(prefix).build();
-  }
-
-  private RegisterReply register(String principal, String name, long nonce) {
-    return apply(
-            Command.newBuilder()
-                .setRegister(
-                    RegisterCmd.newBuilder()
-                        .setPrincipal(principal)
-                        .setSecretHi(nonce)
-                        .setSecretLo(nonce)
-                        .setRequest(
-                            RegisterRequest.newBuilder()
-                                .setName(name)
-                                .setTtlMs(60_000)
-                                .setNonce(nonce)))
-                .build())
-        .getRegistration();
-  }
-
-  private final java.util.Map<Long, Long> seqs = new java.util.HashMap<>();
-
-  private Result send(RegisterReply s, Operation op) {
-    long seq = seqs.merge(s.getClientId(), 1L, Long::sum);
-    return apply(
-            Command.newBuilder()
-                .setSession(
-                    SessionCmd.newBuilder()
-                        .setClientId(s.getClientId())
-                        .setEpoch(s.getEpoch())
-                        .setSeq(seq)
-                        .setAck(seq)
-                        .setOp(op))
-                .build())
-        .getFrame()
-        .getResult();
-  }
-
-  private static Operation put(String key, String value) {
-    return Operation.newBuilder()
-        .setPut(Put.newBuilder().setKey(key).setValue(ByteString.copyFromUtf8(value)))
-        .build();
-  }
-
-  private static Operation acquire(String scope, String key) {
-    return Operation.newBuilder()
-        .setAcquireKey(
-            AcquireKey.newBuilder()
-                .setScope(scope)
-                .setKey(key)
-                .setInProgressMs(10_000)
-                .setRetentionMs(60_000))
-        .build();
-  }
+  private final TenantLog t = new TenantLog();
+  private final ReplicatedState state = t.state;
 
   @BeforeEach
   void twoTenantsAndAnAdmin() {
-    apply(
-        Command.newBuilder()
-            .setConfigure(
-                ReplicatedConfig.DEFAULTS.bootstrapCommand(ADMIN).toBuilder().setPrincipal(""))
-            .build());
-    assertThat(state.auth.enabled()).isTrue();
-    assertThat(auth(ADMIN, AuthRequest.newBuilder().setPutRole(tenant("a", "tenant-a"))).getCode())
-        .isEqualTo(Code.OK);
-    assertThat(auth(ADMIN, AuthRequest.newBuilder().setPutRole(tenant("b", "tenant-b"))).getCode())
-        .isEqualTo(Code.OK);
-    auth(
-        ADMIN,
-        AuthRequest.newBuilder().setGrant(UserRoles.newBuilder().setPrincipal(A).addRoles("a")));
-    auth(
-        ADMIN,
-        AuthRequest.newBuilder().setGrant(UserRoles.newBuilder().setPrincipal(B).addRoles("b")));
+    t.twoTenantsAndAnAdmin();
   }
 
   @Test
   void aTenantCannotTouchAnotherTenantsKeysValuesOrLeases() {
-    RegisterReply a = register(A, "", 1);
-    RegisterReply b = register(B, "", 2);
-    assertThat(send(a, put("tenant-a/balance", "100")).getCode()).isEqualTo(Code.OK);
-    Result acquired = send(a, acquire("tenant-a", "order-1"));
+    RegisterReply a = t.register(A, "", 1);
+    RegisterReply b = t.register(B, "", 2);
+    assertThat(t.send(a, put("tenant-a/balance", "100")).getCode()).isEqualTo(Code.OK);
+    Result acquired = t.send(a, acquire("tenant-a", "order-1"));
     assertThat(acquired.getToken()).isPositive();
     assertThat(
-            send(
+            t.send(
                     a,
                     Operation.newBuilder()
                         .setGrantLease(
@@ -208,7 +101,7 @@ class AuthStateTest {
                 .setPut(Put.newBuilder().setKey("tenant-b/y").setLease("tenant-a/leader"))
                 .build());
     for (Operation attack : attacks) {
-      Result r = send(b, attack);
+      Result r = t.send(b, attack);
       assertThat(r.getCode()).as("%s", attack).isEqualTo(Code.PERMISSION_DENIED);
       assertThat(r.getMessage()).startsWith(B + " has no ");
     }
@@ -223,9 +116,9 @@ class AuthStateTest {
     assertThat(state.get("tenant-a/balance", A).getValue().toStringUtf8()).isEqualTo("100");
     assertThat(state.get("tenant-a/balance", ADMIN).getFound()).isTrue();
     // B's own things go on.
-    assertThat(send(b, put("tenant-b/balance", "7")).getCode()).isEqualTo(Code.OK);
-    assertThat(send(b, acquire("tenant-b", "order-1")).getCode()).isEqualTo(Code.OK);
-    assertReplicaAgrees();
+    assertThat(t.send(b, put("tenant-b/balance", "7")).getCode()).isEqualTo(Code.OK);
+    assertThat(t.send(b, acquire("tenant-b", "order-1")).getCode()).isEqualTo(Code.OK);
+    t.assertReplicaAgrees();
   }
 
   private String kvAndKeys() {
@@ -246,45 +139,45 @@ class AuthStateTest {
             .setPrincipal(A)
             .build();
     ConfigureReply refused =
-        apply(Command.newBuilder().setConfigure(shrink).build()).getConfigured();
+        t.apply(Command.newBuilder().setConfigure(shrink).build()).getConfigured();
     assertThat(refused.getCode()).isEqualTo(Code.PERMISSION_DENIED);
     assertThat(refused.getMessage()).contains(A).contains("needs the role admin");
     assertThat(state.configuration.limits().maxValueBytes()).isNotEqualTo(16);
     AuthReply selfPromotion =
-        auth(
+        t.auth(
             A,
             AuthRequest.newBuilder()
                 .setGrant(UserRoles.newBuilder().setPrincipal(A).addRoles("admin")));
     assertThat(selfPromotion.getCode()).isEqualTo(Code.PERMISSION_DENIED);
     assertThat(state.auth.isAdmin(A)).isFalse();
-    assertThat(auth("", AuthRequest.newBuilder().setDisable(true)).getCode())
+    assertThat(t.auth("", AuthRequest.newBuilder().setDisable(true)).getCode())
         .isEqualTo(Code.PERMISSION_DENIED);
 
     ConfigureReply ok =
-        apply(Command.newBuilder().setConfigure(shrink.toBuilder().setPrincipal(ADMIN)).build())
+        t.apply(Command.newBuilder().setConfigure(shrink.toBuilder().setPrincipal(ADMIN)).build())
             .getConfigured();
     assertThat(ok.getCode()).isEqualTo(Code.OK);
     assertThat(state.configuration.limits().maxValueBytes()).isEqualTo(16);
-    assertReplicaAgrees();
+    t.assertReplicaAgrees();
   }
 
   @Test
   void principalsWithoutARoleCannotOpenSessions() {
-    assertThat(register("CN=stranger", "", 5).getCode()).isEqualTo(Code.PERMISSION_DENIED);
-    assertThat(register("", "", 6).getCode()).isEqualTo(Code.PERMISSION_DENIED);
+    assertThat(t.register("CN=stranger", "", 5).getCode()).isEqualTo(Code.PERMISSION_DENIED);
+    assertThat(t.register("", "", 6).getCode()).isEqualTo(Code.PERMISSION_DENIED);
     assertThat(state.sessions.size()).isZero();
   }
 
   @Test
   void sessionNamesArePerPrincipal() {
-    RegisterReply a = register(A, "orders", 1);
-    RegisterReply b = register(B, "orders", 2);
+    RegisterReply a = t.register(A, "orders", 1);
+    RegisterReply b = t.register(B, "orders", 2);
     assertThat(a.getCode()).isEqualTo(Code.OK);
     assertThat(b.getCode()).as("the same name, another principal").isEqualTo(Code.OK);
     assertThat(b.getClientId()).isNotEqualTo(a.getClientId());
-    assertThat(register(A, "orders", 3).getCode()).isEqualTo(Code.NAME_IN_USE);
+    assertThat(t.register(A, "orders", 3).getCode()).isEqualTo(Code.NAME_IN_USE);
     RegisterReply resumed =
-        apply(
+        t.apply(
                 Command.newBuilder()
                     .setRegister(
                         RegisterCmd.newBuilder()
@@ -299,34 +192,34 @@ class AuthStateTest {
                     .build())
             .getRegistration();
     assertThat(resumed.getClientId()).as("B resumes its own").isEqualTo(b.getClientId());
-    assertReplicaAgrees();
+    t.assertReplicaAgrees();
   }
 
   @Test
   void inEntriesBeforeFormat6NothingIsChecked() {
-    RegisterReply a = register(A, "", 1);
-    version = 5;
-    assertThat(send(a, put("tenant-b/x", "v")).getCode()).isEqualTo(Code.OK);
-    assertThat(register("CN=stranger", "", 7).getCode()).isEqualTo(Code.OK);
+    RegisterReply a = t.register(A, "", 1);
+    t.version = 5;
+    assertThat(t.send(a, put("tenant-b/x", "v")).getCode()).isEqualTo(Code.OK);
+    assertThat(t.register("CN=stranger", "", 7).getCode()).isEqualTo(Code.OK);
     ConfigureCmd shrink =
         ConfigureCmd.newBuilder()
             .setLimits(Limits.newBuilder().setMaxValueBytes(32))
             .setPrincipal(B)
             .build();
-    assertThat(apply(Command.newBuilder().setConfigure(shrink).build()).getConfigured().getCode())
+    assertThat(t.apply(Command.newBuilder().setConfigure(shrink).build()).getConfigured().getCode())
         .isEqualTo(Code.OK);
-    assertThat(auth(B, AuthRequest.newBuilder().setDisable(true)).getCode())
+    assertThat(t.auth(B, AuthRequest.newBuilder().setDisable(true)).getCode())
         .as("a version 5 node knows no such command")
         .isEqualTo(Code.INVALID_ARGUMENT);
     assertThat(state.auth.enabled()).isTrue();
-    assertReplicaAgrees();
+    t.assertReplicaAgrees();
   }
 
   @Test
   void theFormatInForceIsSetAtBootstrapAndOnlyRaised() {
     assertThat(state.configuration.logFormat()).isEqualTo(ReplicatedState.LOG_FORMAT_VERSION);
     ConfigureCmd lower = ConfigureCmd.newBuilder().setLogFormat(5).setPrincipal(ADMIN).build();
-    ConfigureReply r = apply(Command.newBuilder().setConfigure(lower).build()).getConfigured();
+    ConfigureReply r = t.apply(Command.newBuilder().setConfigure(lower).build()).getConfigured();
     assertThat(r.getCode()).isEqualTo(Code.INVALID_ARGUMENT);
     assertThat(r.getMessage()).contains("never lowered");
 
@@ -349,15 +242,5 @@ class AuthStateTest {
             .build();
     old.apply(2, 1, raise, false);
     assertThat(old.configuration.logFormat()).isEqualTo(6);
-  }
-
-  /** A replica that applies the same log reaches the same state. */
-  private void assertReplicaAgrees() {
-    ReplicatedState twin = new ReplicatedState();
-    long i = 0;
-    for (LogEntry e : log) {
-      twin.apply(++i, 1, e, false);
-    }
-    assertThat(StateSnapshot.digest(twin)).isEqualTo(StateSnapshot.digest(state));
   }
 }

@@ -1,43 +1,34 @@
 package io.idem.server;
 
+import static io.idem.server.TenantLog.A;
+import static io.idem.server.TenantLog.ADMIN;
+import static io.idem.server.TenantLog.B;
+import static io.idem.server.TenantLog.acquire;
+import static io.idem.server.TenantLog.tenant;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.google.protobuf.ByteString;
-import io.idem.proto.AcquireKey;
 import io.idem.proto.Append;
-import io.idem.proto.AuthCmd;
 import io.idem.proto.AuthReply;
 import io.idem.proto.AuthRequest;
 import io.idem.proto.Code;
-import io.idem.proto.Command;
-import io.idem.proto.CommandResult;
 import io.idem.proto.CompleteKey;
 import io.idem.proto.ConfigureCmd;
 import io.idem.proto.ConfigureReply;
 import io.idem.proto.Delete;
 import io.idem.proto.GrantLease;
 import io.idem.proto.KeyOutcome;
-import io.idem.proto.LogEntry;
 import io.idem.proto.Operation;
-import io.idem.proto.Permission;
-import io.idem.proto.Put;
 import io.idem.proto.Quotas;
-import io.idem.proto.RegisterCmd;
 import io.idem.proto.RegisterReply;
-import io.idem.proto.RegisterRequest;
 import io.idem.proto.ReleaseKey;
 import io.idem.proto.Result;
 import io.idem.proto.Role;
 import io.idem.proto.SessionBounds;
-import io.idem.proto.SessionCmd;
-import io.idem.proto.UserRoles;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -49,119 +40,32 @@ import org.junit.jupiter.api.Test;
  * and every state restored from a snapshot, decides alike.
  */
 class QuotaStateTest {
-  private static final String ADMIN = "CN=admin";
-  private static final String A = "CN=tenant-a";
-  private static final String B = "CN=tenant-b";
+  private final TenantLog t = new TenantLog();
+  private final ReplicatedState state = t.state;
 
-  private final ReplicatedState state = new ReplicatedState();
-  private final List<LogEntry> log = new ArrayList<>();
-  private final Map<Long, Long> seqs = new HashMap<>();
-  private long index;
-  private int version = ReplicatedState.LOG_FORMAT_VERSION;
-
-  private CommandResult apply(Command c) {
-    LogEntry e =
-        LogEntry.newBuilder()
-            .setFormatVersion(version)
-            .setLeaderTimeMs(1_000 + index)
-            .addCommands(c)
-            .build();
-    log.add(e);
-    return state.apply(++index, 1, e, true).getResults(0);
+  @BeforeEach
+  void twoTenantsAndAnAdmin() {
+    t.twoTenantsAndAnAdmin();
   }
 
   private AuthReply auth(AuthRequest.Builder req) {
-    return apply(
-            Command.newBuilder()
-                .setAuth(AuthCmd.newBuilder().setPrincipal(ADMIN).setRequest(req))
-                .build())
-        .getAuth();
+    return t.auth(ADMIN, req);
   }
 
   private ConfigureReply configure(ConfigureCmd.Builder cmd) {
-    return apply(Command.newBuilder().setConfigure(cmd.setPrincipal(ADMIN)).build())
-        .getConfigured();
-  }
-
-  private static Role tenant(String name, String prefix) {
-    return Role.newBuilder()
-        .setName(name)
-        .addPermissions(perm(Permission.Kind.KV_READ_WRITE, prefix + "/"))
-        .addPermissions(perm(Permission.Kind.KEY_SCOPE, prefix))
-        .addPermissions(perm(Permission.Kind.LEASE, prefix + "/"))
-        .build();
-  }
-
-  private static Permission perm(Permission.Kind kind, String prefix) {
-    return Permission.newBuilder().setKind(kind).setPrefix(prefix).build();
+    return t.configure(ADMIN, cmd);
   }
 
   private RegisterReply register(String principal, long nonce) {
-    return apply(
-            Command.newBuilder()
-                .setRegister(
-                    RegisterCmd.newBuilder()
-                        .setPrincipal(principal)
-                        .setSecretHi(nonce)
-                        .setSecretLo(nonce)
-                        .setRequest(RegisterRequest.newBuilder().setTtlMs(60_000).setNonce(nonce)))
-                .build())
-        .getRegistration();
-  }
-
-  /** Sends {@code op} on session {@code s}, acknowledging every earlier answer. */
-  private Result send(RegisterReply s, Operation op) {
-    return send(s, op, true);
-  }
-
-  private Result send(RegisterReply s, Operation op, boolean ack) {
-    long seq = seqs.merge(s.getClientId(), 1L, Long::sum);
-    return apply(
-            Command.newBuilder()
-                .setSession(
-                    SessionCmd.newBuilder()
-                        .setClientId(s.getClientId())
-                        .setEpoch(s.getEpoch())
-                        .setSeq(seq)
-                        .setAck(ack ? seq : 1)
-                        .setOp(op))
-                .build())
-        .getFrame()
-        .getResult();
+    return t.register(principal, "", nonce);
   }
 
   private static Operation put(String key, int bytes) {
-    return Operation.newBuilder()
-        .setPut(Put.newBuilder().setKey(key).setValue(ByteString.copyFrom(new byte[bytes])))
-        .build();
+    return TenantLog.put(key, ByteString.copyFrom(new byte[bytes]));
   }
 
   private static Operation delete(String key) {
     return Operation.newBuilder().setDelete(Delete.newBuilder().setKey(key)).build();
-  }
-
-  private static Operation acquire(String scope, String key) {
-    return Operation.newBuilder()
-        .setAcquireKey(
-            AcquireKey.newBuilder()
-                .setScope(scope)
-                .setKey(key)
-                .setInProgressMs(10_000)
-                .setRetentionMs(60_000))
-        .build();
-  }
-
-  @BeforeEach
-  void twoTenantsAndAnAdmin() {
-    apply(
-        Command.newBuilder()
-            .setConfigure(
-                ReplicatedConfig.DEFAULTS.bootstrapCommand(ADMIN).toBuilder().setPrincipal(""))
-            .build());
-    auth(AuthRequest.newBuilder().setPutRole(tenant("a", "tenant-a")));
-    auth(AuthRequest.newBuilder().setPutRole(tenant("b", "tenant-b")));
-    auth(AuthRequest.newBuilder().setGrant(UserRoles.newBuilder().setPrincipal(A).addRoles("a")));
-    auth(AuthRequest.newBuilder().setGrant(UserRoles.newBuilder().setPrincipal(B).addRoles("b")));
   }
 
   @Test
@@ -173,11 +77,11 @@ class QuotaStateTest {
     RegisterReply a = register(A, 1);
     RegisterReply b = register(B, 2);
     for (int i = 0; i < 5; i++) {
-      assertThat(send(a, acquire("tenant-a", "k" + i)).getKeyOutcome())
+      assertThat(t.send(a, acquire("tenant-a", "k" + i)).getKeyOutcome())
           .isEqualTo(KeyOutcome.ACQUIRED);
     }
     String before = StateSnapshot.digest(state);
-    Result refused = send(a, acquire("tenant-a", "k5"));
+    Result refused = t.send(a, acquire("tenant-a", "k5"));
     assertThat(refused.getCode()).isEqualTo(Code.QUOTA_EXCEEDED);
     assertThat(refused.getMessage())
         .contains("quota key_records", A, "is 5", "5 key records", "idem config set --quota");
@@ -185,15 +89,15 @@ class QuotaStateTest {
     assertThat(state.keys.size()).isEqualTo(5);
     assertThat(StateSnapshot.digest(state)).isNotEqualTo(before);
     // An existing key of its own is answered as ever.
-    assertThat(send(a, acquire("tenant-a", "k0")).getKeyOutcome())
+    assertThat(t.send(a, acquire("tenant-a", "k0")).getKeyOutcome())
         .isEqualTo(KeyOutcome.IN_PROGRESS);
     // B, whose role gives it 20, acquires all of them while A stays at its 5.
     for (int i = 0; i < 20; i++) {
-      assertThat(send(b, acquire("tenant-b", "k" + i)).getKeyOutcome())
+      assertThat(t.send(b, acquire("tenant-b", "k" + i)).getKeyOutcome())
           .as("tenant b's key %d", i)
           .isEqualTo(KeyOutcome.ACQUIRED);
     }
-    assertThat(send(b, acquire("tenant-b", "k20")).getCode()).isEqualTo(Code.QUOTA_EXCEEDED);
+    assertThat(t.send(b, acquire("tenant-b", "k20")).getCode()).isEqualTo(Code.QUOTA_EXCEEDED);
     assertThat(state.keys.table().usageOf(A).records()).isEqualTo(5);
     assertThat(state.keys.table().usageOf(B).records()).isEqualTo(20);
     assertReplicaAgrees();
@@ -206,14 +110,14 @@ class QuotaStateTest {
     assertThat(auth(AuthRequest.newBuilder().setPutRole(bigger)).getCode()).isEqualTo(Code.OK);
     RegisterReply a = register(A, 1);
     for (int i = 0; i < 3; i++) {
-      assertThat(send(a, acquire("tenant-a", "k" + i)).getKeyOutcome())
+      assertThat(t.send(a, acquire("tenant-a", "k" + i)).getKeyOutcome())
           .isEqualTo(KeyOutcome.ACQUIRED);
     }
-    assertThat(send(a, acquire("tenant-a", "k3")).getCode()).isEqualTo(Code.QUOTA_EXCEEDED);
+    assertThat(t.send(a, acquire("tenant-a", "k3")).getCode()).isEqualTo(Code.QUOTA_EXCEEDED);
     // A release frees its record; a completion is never refused, and keeps the record.
     long token = state.keys.table().currentToken(new io.idem.core.KeyTable.KeyId("tenant-a", "k0"));
     assertThat(
-            send(
+            t.send(
                     a,
                     Operation.newBuilder()
                         .setReleaseKey(
@@ -224,7 +128,7 @@ class QuotaStateTest {
                         .build())
                 .getKeyOutcome())
         .isEqualTo(KeyOutcome.SETTLED);
-    assertThat(send(a, acquire("tenant-a", "k3")).getKeyOutcome()).isEqualTo(KeyOutcome.ACQUIRED);
+    assertThat(t.send(a, acquire("tenant-a", "k3")).getKeyOutcome()).isEqualTo(KeyOutcome.ACQUIRED);
     assertThat(state.keys.table().usageOf(A).records()).isEqualTo(3);
     assertReplicaAgrees();
   }
@@ -248,27 +152,27 @@ class QuotaStateTest {
     RegisterReply b = register(B, 4);
     assertThat(b.getCode()).isEqualTo(Code.OK);
 
-    assertThat(send(a, put("tenant-a/1", 10)).getCode()).isEqualTo(Code.OK);
-    assertThat(send(a, put("tenant-a/2", 10)).getCode()).isEqualTo(Code.OK);
-    Result keys = send(a, put("tenant-a/3", 10));
+    assertThat(t.send(a, put("tenant-a/1", 10)).getCode()).isEqualTo(Code.OK);
+    assertThat(t.send(a, put("tenant-a/2", 10)).getCode()).isEqualTo(Code.OK);
+    Result keys = t.send(a, put("tenant-a/3", 10));
     assertThat(keys.getCode()).isEqualTo(Code.QUOTA_EXCEEDED);
     assertThat(keys.getMessage()).contains("quota kv_keys", "2 keys");
     // Overwriting its own key is no new key; growing it past kv_bytes is refused.
-    assertThat(send(a, put("tenant-a/1", 5_000)).getCode()).isEqualTo(Code.OK);
-    Result bytes = send(a, put("tenant-a/2", 6_000));
+    assertThat(t.send(a, put("tenant-a/1", 5_000)).getCode()).isEqualTo(Code.OK);
+    Result bytes = t.send(a, put("tenant-a/2", 6_000));
     assertThat(bytes.getCode()).isEqualTo(Code.QUOTA_EXCEEDED);
     assertThat(bytes.getMessage()).contains("quota kv_bytes");
     // Deleting always goes through, and makes room.
-    assertThat(send(a, delete("tenant-a/1")).getDone()).isTrue();
-    assertThat(send(a, put("tenant-a/3", 10)).getCode()).isEqualTo(Code.OK);
+    assertThat(t.send(a, delete("tenant-a/1")).getDone()).isTrue();
+    assertThat(t.send(a, put("tenant-a/3", 10)).getCode()).isEqualTo(Code.OK);
 
     Operation lease =
         Operation.newBuilder()
             .setGrantLease(GrantLease.newBuilder().setName("tenant-a/l1").setTtlMs(30_000))
             .build();
-    assertThat(send(a, lease).getCode()).isEqualTo(Code.OK);
+    assertThat(t.send(a, lease).getCode()).isEqualTo(Code.OK);
     Result leases =
-        send(
+        t.send(
             a,
             Operation.newBuilder()
                 .setGrantLease(GrantLease.newBuilder().setName("tenant-a/l2").setTtlMs(30_000))
@@ -278,7 +182,7 @@ class QuotaStateTest {
 
     // B owns nothing of A's quotas: the same writes go through.
     for (int i = 0; i < 2; i++) {
-      assertThat(send(b, put("tenant-b/" + i, 10)).getCode()).isEqualTo(Code.OK);
+      assertThat(t.send(b, put("tenant-b/" + i, 10)).getCode()).isEqualTo(Code.OK);
     }
     assertThat(state.kv.keysOf(A)).isEqualTo(2);
     assertThat(state.kv.keysOf(B)).isEqualTo(2);
@@ -295,9 +199,9 @@ class QuotaStateTest {
             .setAppend(
                 Append.newBuilder().setKey("tenant-a/log").setValue(ByteString.copyFromUtf8("x")))
             .build();
-    assertThat(send(a, append).getNumber()).isEqualTo(1);
-    assertThat(send(a, append).getNumber()).isEqualTo(2);
-    Result third = send(a, append);
+    assertThat(t.send(a, append).getNumber()).isEqualTo(1);
+    assertThat(t.send(a, append).getNumber()).isEqualTo(2);
+    Result third = t.send(a, append);
     assertThat(third.getCode()).isEqualTo(Code.QUOTA_EXCEEDED);
     assertThat(third.getMessage()).contains("quota list_length", "2 elements");
     assertThat(state.get("tenant-a/log", A).getElementsCount()).isEqualTo(2);
@@ -308,9 +212,9 @@ class QuotaStateTest {
     configure(ConfigureCmd.newBuilder().setQuotas(q().setSavedBytes(2_000)));
     RegisterReply a = register(A, 1);
     // Completed keys answer acquires with their stored response: big saved answers.
-    assertThat(send(a, acquire("tenant-a", "k")).getKeyOutcome()).isEqualTo(KeyOutcome.ACQUIRED);
+    assertThat(t.send(a, acquire("tenant-a", "k")).getKeyOutcome()).isEqualTo(KeyOutcome.ACQUIRED);
     long token = state.keys.table().currentToken(new io.idem.core.KeyTable.KeyId("tenant-a", "k"));
-    send(
+    t.send(
         a,
         Operation.newBuilder()
             .setCompleteKey(
@@ -324,14 +228,14 @@ class QuotaStateTest {
     int answered = 0;
     Result r;
     do {
-      r = send(a, acquire("tenant-a", "k"), false);
+      r = t.send(a, acquire("tenant-a", "k"), false);
       answered++;
     } while (r.getCode() == Code.OK && answered < 10);
     assertThat(r.getCode()).isEqualTo(Code.QUOTA_EXCEEDED);
     assertThat(r.getMessage()).contains("quota saved_bytes", "acknowledge answers");
     assertThat(answered).isBetween(2, 4);
     // Acknowledging frees them: the next request goes through.
-    assertThat(send(a, acquire("tenant-a", "k"), true).getKeyOutcome())
+    assertThat(t.send(a, acquire("tenant-a", "k"), true).getKeyOutcome())
         .isEqualTo(KeyOutcome.COMPLETED);
     assertReplicaAgrees();
   }
@@ -346,17 +250,17 @@ class QuotaStateTest {
     int written = 0;
     Result r;
     do {
-      r = send(a, put("tenant-a/" + written, 50_000));
+      r = t.send(a, put("tenant-a/" + written, 50_000));
       written++;
     } while (r.getCode() == Code.OK && written < 100);
     assertThat(r.getCode()).isEqualTo(Code.NO_SPACE);
     assertThat(r.getMessage()).contains("backend budget", "of " + budget + " bytes");
     assertThat(state.configuration.quotas.alarm()).isTrue();
     // Every principal is refused growth: B's put, a new session, a lease, a new key.
-    assertThat(send(b, put("tenant-b/x", 10)).getCode()).isEqualTo(Code.NO_SPACE);
+    assertThat(t.send(b, put("tenant-b/x", 10)).getCode()).isEqualTo(Code.NO_SPACE);
     assertThat(register(B, 3).getCode()).isEqualTo(Code.NO_SPACE);
     assertThat(
-            send(
+            t.send(
                     b,
                     Operation.newBuilder()
                         .setGrantLease(
@@ -364,19 +268,19 @@ class QuotaStateTest {
                         .build())
                 .getCode())
         .isEqualTo(Code.NO_SPACE);
-    assertThat(send(b, acquire("tenant-b", "new")).getCode()).isEqualTo(Code.NO_SPACE);
+    assertThat(t.send(b, acquire("tenant-b", "new")).getCode()).isEqualTo(Code.NO_SPACE);
     // Reads, and a write that does not grow, still work.
     assertThat(state.get("tenant-a/0", A).getFound()).isTrue();
-    assertThat(send(a, put("tenant-a/0", 10)).getCode()).isEqualTo(Code.OK);
+    assertThat(t.send(a, put("tenant-a/0", 10)).getCode()).isEqualTo(Code.OK);
     // Deletes shrink the state; once below 90% of the budget the alarm clears.
     int deleted = 1;
     while (state.configuration.quotas.alarm() && deleted < written) {
-      assertThat(send(a, delete("tenant-a/" + deleted)).getCode()).isEqualTo(Code.OK);
+      assertThat(t.send(a, delete("tenant-a/" + deleted)).getCode()).isEqualTo(Code.OK);
       deleted++;
     }
     assertThat(state.configuration.quotas.alarm()).isFalse();
     assertThat(state.backendUsed()).isLessThan(budget / 100 * QuotaState.CLEAR_PERCENT);
-    assertThat(send(b, put("tenant-b/x", 10)).getCode()).isEqualTo(Code.OK);
+    assertThat(t.send(b, put("tenant-b/x", 10)).getCode()).isEqualTo(Code.OK);
     assertReplicaAgrees();
   }
 
@@ -416,7 +320,7 @@ class QuotaStateTest {
 
   @Test
   void inEntriesBeforeFormat7NothingIsChargedOrRefused() {
-    version = 6;
+    t.version = 6;
     configure(ConfigureCmd.newBuilder().setQuotas(q().setKvKeys(1)).setBackendBytes(1 << 20));
     assertThat(state.configuration.quotas.pristine()).as("format 6 ignores quotas").isTrue();
     assertThat(
@@ -428,7 +332,7 @@ class QuotaStateTest {
         .isEqualTo(Code.OK);
     RegisterReply a = register(A, 1);
     for (int i = 0; i < 3; i++) {
-      assertThat(send(a, put("tenant-a/" + i, 10)).getCode()).isEqualTo(Code.OK);
+      assertThat(t.send(a, put("tenant-a/" + i, 10)).getCode()).isEqualTo(Code.OK);
     }
     assertThat(state.kv.keysOf(A)).isZero();
     Role withQuotas = tenant("a", "tenant-a").toBuilder().setQuotas(q().setKvKeys(9)).build();
@@ -448,11 +352,7 @@ class QuotaStateTest {
    * snapshot of it: the same digest, the same usage, the same alarm.
    */
   private void assertReplicaAgrees() {
-    ReplicatedState twin = new ReplicatedState();
-    long i = 0;
-    for (LogEntry e : log) {
-      twin.apply(++i, 1, e, false);
-    }
+    ReplicatedState twin = t.replay();
     assertThat(StateSnapshot.digest(twin)).isEqualTo(StateSnapshot.digest(state));
     assertThat(twin.backendUsed()).isEqualTo(state.backendUsed());
     ReplicatedState restored;

@@ -147,4 +147,14 @@ public final class TestCertificates {
       p.destroyForcibly();
     }
   }
+
+  /** The client TLS files of {@code who}'s certificate, trusting the CA {@code ca}. */
+  public io.idem.client.ClientTls clientTls(String who) {
+    return new io.idem.client.ClientTls(certificate("ca"), certificate(who), key(who));
+  }
+
+  /** A raw client of {@code address} with {@code who}'s certificate. */
+  public RawSession rawSession(String address, String who) {
+    return new RawSession(address, certificate("ca"), certificate(who), key(who));
+  }
 }

@@ -3,7 +3,6 @@ package io.idem.hostile;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.idem.client.ClientTls;
 import io.idem.client.IdemClient;
 import io.idem.client.KeyAcquisition;
 import io.idem.client.QuotaExceededException;
@@ -95,18 +94,14 @@ class PrincipalQuotaTest {
 
   private static RawSession raw(String who) {
     int leader = cluster.waitForLeader(Duration.ofSeconds(30));
-    return new RawSession(
-        cluster.clientAddress(leader),
-        certs.certificate("ca"),
-        certs.certificate(who),
-        certs.key(who));
+    return certs.rawSession(cluster.clientAddress(leader), who);
   }
 
   private static IdemClient client(String who) {
     return IdemClient.builder()
         .servers(cluster.clientAddresses())
         .requestTimeout(Duration.ofSeconds(20))
-        .tls(new ClientTls(certs.certificate("ca"), certs.certificate(who), certs.key(who)))
+        .tls(certs.clientTls(who))
         .build();
   }
 
