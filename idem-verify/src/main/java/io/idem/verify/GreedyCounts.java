@@ -27,7 +27,7 @@ public record GreedyCounts(
   /** A campaign without a greedy client. */
   public static final GreedyCounts NONE = new GreedyCounts(0, Map.of(), 0, 0, 0, Map.of());
 
-  /** Copies the maps, sorted by name. */
+  /** Copies the maps (toString sorts them by name). */
   public GreedyCounts {
     quotaExceeded = Map.copyOf(quotaExceeded);
     otherErrors = Map.copyOf(otherErrors);
