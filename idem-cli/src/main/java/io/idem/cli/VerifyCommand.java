@@ -34,7 +34,7 @@ final class VerifyCommand implements Callable<Integer> {
       names = "--profile",
       defaultValue = "ci",
       description =
-          "ci (90 s; 30 s with --negative-control) or long (30 minutes). Default: ${DEFAULT-VALUE}.")
+          "ci (150 s; 30 s with --negative-control) or long (30 minutes). Default: ${DEFAULT-VALUE}.")
   String profile;
 
   enum Workload {
@@ -141,6 +141,16 @@ final class VerifyCommand implements Callable<Integer> {
               + " certificates are made with openssl in the run's directory). Default: plaintext.")
   boolean auth;
 
+  @Option(
+      names = "--greedy-clients",
+      description =
+          "0 or 1: a greedy client floods the cluster alongside the checked clients (sessions, big"
+              + " values, new keys and idempotency keys until refused at its quotas, a full"
+              + " pipeline, a stream that never reads its answers); as CN=greedy with a role of"
+              + " small quotas under --auth, else as the anonymous principal. It must hit a"
+              + " quota for the verdict to pass. Default: the profile's (1).")
+  Integer greedyClients;
+
   @Override
   public Integer call() throws Exception {
     if (check != null) {
@@ -173,6 +183,13 @@ final class VerifyCommand implements Callable<Integer> {
       spec.commandLine().getErr().println("idem: --nodes must be 3 or 5, got " + nodes);
       return 2;
     }
+    if (greedyClients != null) {
+      if (greedyClients != 0 && greedyClients != 1) {
+        spec.commandLine().getErr().println("idem: --greedy-clients must be 0 or 1");
+        return 2;
+      }
+      s = s.withGreedyClients(greedyClients);
+    }
     s = s.on(nodes).secured(auth);
     Path where =
         dir != null ? Files.createDirectories(dir) : Files.createTempDirectory("idem-verify");
@@ -188,8 +205,16 @@ final class VerifyCommand implements Callable<Integer> {
     out.printf("faults                %,d  %s%n", faults, r.faults());
     out.printf("client retries        %,d%n", r.retries());
     out.printf("duplicates suppressed %,d%n", r.duplicatesSuppressed());
+    if (s.greedyClients() > 0) {
+      out.printf("greedy client         %s%n", r.greedy());
+    }
     Map<Violation.Kind, Long> byKind = print(r.violations(), r.undecidedRegisters());
     out.printf("history               %s%n", r.history());
+    if (s.greedyClients() > 0 && r.greedy().quotaRefusals() == 0) {
+      out.println(
+          "verdict: FAIL: the greedy client hit no quota; its workload did not do what it is for");
+      return 1;
+    }
     boolean duplicatesFound = byKind.getOrDefault(Violation.Kind.DUPLICATE, 0L) > 0;
     if (negativeControl) {
       out.println(

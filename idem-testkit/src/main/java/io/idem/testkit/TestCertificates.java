@@ -15,10 +15,10 @@ import java.util.function.UnaryOperator;
  * A throw-away PKI for TLS tests, made with the {@code openssl} command in a directory of the
  * test's own (nothing is committed). Three CAs ({@code ca}, {@code other-ca}, {@code peer-ca});
  * signed by {@code ca}: {@code node} (valid for 127.0.0.1 and localhost), and the client
- * certificates {@code client}, {@code tenant-a}, {@code tenant-b} and {@code admin} (subjects
- * {@code CN=client}, {@code CN=tenant-a}, ...); signed by {@code other-ca}: {@code stranger};
- * signed by {@code peer-ca}, the CA of the Raft port only: {@code peer} ({@code CN=peer}). Each
- * name {@code x} has {@code x.pem} (certificate) and {@code x.key} (PKCS#8 key).
+ * certificates {@code client}, {@code tenant-a}, {@code tenant-b}, {@code greedy} and {@code admin}
+ * (subjects {@code CN=client}, {@code CN=tenant-a}, ...); signed by {@code other-ca}: {@code
+ * stranger}; signed by {@code peer-ca}, the CA of the Raft port only: {@code peer} ({@code
+ * CN=peer}). Each name {@code x} has {@code x.pem} (certificate) and {@code x.key} (PKCS#8 key).
  *
  * <p>A node whose client port and Raft port share {@code ca} must name its peers' subjects ({@link
  * #NODE_SUBJECT}); one whose Raft port uses {@code peer} and {@code peer-ca} need not.
@@ -57,7 +57,7 @@ public final class TestCertificates {
           "/CN=idem test " + ca);
     }
     Files.writeString(dir.resolve("san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
-    for (String who : List.of("node", "client", "tenant-a", "tenant-b", "admin")) {
+    for (String who : List.of("node", "client", "tenant-a", "tenant-b", "greedy", "admin")) {
       c.sign(who, "ca");
     }
     c.sign("stranger", "other-ca");

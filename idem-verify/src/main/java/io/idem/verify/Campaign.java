@@ -18,13 +18,15 @@ import java.util.TreeMap;
  * registers, taking turns at leases, and appending from client processes of their own; while a
  * seeded schedule kills (SIGKILL), pauses (SIGSTOP) and wipes nodes, loses responses, resets
  * connections, delays traffic, kills client processes, and partitions the servers ({@link
- * PeerFaults}). Then final reads, the checkers, and the replicas' digests. Every operation is
- * recorded in a JSON lines history next to the servers' logs.
+ * PeerFaults}); and, alongside, a greedy client floods the cluster until it is refused at its
+ * quotas ({@link GreedyClient}, not checked, only counted). Then final reads, the checkers, and the
+ * replicas' digests. Every checked operation is recorded in a JSON lines history next to the
+ * servers' logs.
  *
  * <p>The parts: the clients ({@link Workloads}, and {@link ClientProcesses} for the client
  * processes), the faults and their schedule ({@link Nemesis}), the waits on the cluster and the
- * replicas' convergence check ({@link ClusterWatch}), and the checking of the history ({@link
- * Checkers}).
+ * replicas' convergence check ({@link ClusterWatch}), the checking of the history ({@link
+ * Checkers}), and the greedy client.
  */
 public final class Campaign {
 
@@ -45,6 +47,8 @@ public final class Campaign {
    *     (plain at-least-once), with a short timeout so that it happens
    * @param secured TLS on both ports and access control on ({@link ProcessCluster#secure}), the
    *     clients' principal checked against its role on every operation
+   * @param greedyClients 0 or 1: a {@link GreedyClient} floods the cluster alongside the others,
+   *     unchecked, until it is refused at its quotas
    */
   public record Settings(
       long seed,
@@ -58,7 +62,8 @@ public final class Campaign {
       int window,
       Duration faultEvery,
       boolean atLeastOnce,
-      boolean secured) {
+      boolean secured,
+      int greedyClients) {
 
     /** Validates the settings. */
     public Settings {
@@ -72,6 +77,39 @@ public final class Campaign {
       if (duration.isNegative() || duration.isZero() || faultEvery.toMillis() < 1) {
         throw new IllegalArgumentException("duration and faultEvery must be positive");
       }
+      if (greedyClients < 0 || greedyClients > 1) {
+        throw new IllegalArgumentException("greedyClients must be 0 or 1, got " + greedyClients);
+      }
+    }
+
+    /** The settings without a greedy client. */
+    public Settings(
+        long seed,
+        int nodes,
+        Duration duration,
+        int appendClients,
+        int counterClients,
+        int registerClients,
+        int leaseClients,
+        int clientProcesses,
+        int window,
+        Duration faultEvery,
+        boolean atLeastOnce,
+        boolean secured) {
+      this(
+          seed,
+          nodes,
+          duration,
+          appendClients,
+          counterClients,
+          registerClients,
+          leaseClients,
+          clientProcesses,
+          window,
+          faultEvery,
+          atLeastOnce,
+          secured,
+          0);
     }
 
     /**
@@ -83,12 +121,24 @@ public final class Campaign {
      * round: a round took 60-90 s in runs on a quiet machine; at 120 s, on 2026-11-24 when the
      * machine ran at a fifth of its best speed, the first round missed its last kind). The negative
      * control: 4 + 2 clients one call at a time, 30 s, node faults on the leader and lost responses
-     * every 3 s.
+     * every 3 s. Both with a greedy client.
      */
     public static Settings ci(long seed, boolean atLeastOnce) {
       return atLeastOnce
           ? new Settings(
-              seed, 3, Duration.ofSeconds(30), 4, 2, 0, 0, 0, 1, Duration.ofSeconds(3), true, false)
+              seed,
+              3,
+              Duration.ofSeconds(30),
+              4,
+              2,
+              0,
+              0,
+              0,
+              1,
+              Duration.ofSeconds(3),
+              true,
+              false,
+              1)
           : new Settings(
               seed,
               3,
@@ -101,13 +151,14 @@ public final class Campaign {
               4,
               Duration.ofSeconds(2),
               false,
-              false);
+              false,
+              1);
     }
 
     /**
      * The long profile: 3 nodes, 8 + 4 pipelined clients (8 in flight each), 4 register clients, 3
-     * lease clients, 2 client processes, 30 minutes, a fault every 0.8 s on average (between the
-     * end of one and the start of the next: about one every 3.4 s).
+     * lease clients, 2 client processes, a greedy client, 30 minutes, a fault every 0.8 s on
+     * average (between the end of one and the start of the next: about one every 3.4 s).
      */
     public static Settings longRun(long seed, boolean atLeastOnce) {
       return atLeastOnce
@@ -124,7 +175,8 @@ public final class Campaign {
               8,
               Duration.ofMillis(800),
               false,
-              false);
+              false,
+              1);
     }
 
     /** The same settings, running for {@code d}. */
@@ -150,7 +202,30 @@ public final class Campaign {
           window,
           faultEvery,
           atLeastOnce,
-          on);
+          on,
+          greedyClients);
+    }
+
+    /**
+     * The same settings with {@code n} greedy clients.
+     *
+     * @throws IllegalArgumentException unless {@code n} is 0 or 1
+     */
+    public Settings withGreedyClients(int n) {
+      return new Settings(
+          seed,
+          nodes,
+          duration,
+          appendClients,
+          counterClients,
+          registerClients,
+          leaseClients,
+          clientProcesses,
+          window,
+          faultEvery,
+          atLeastOnce,
+          secured,
+          n);
     }
 
     /**
@@ -175,11 +250,16 @@ public final class Campaign {
           window,
           faultEvery,
           atLeastOnce,
-          secured);
+          secured,
+          greedyClients);
     }
   }
 
-  /** What happened. */
+  /**
+   * What happened.
+   *
+   * @param greedy what the greedy client got ({@link GreedyCounts#NONE} without one)
+   */
   public record Report(
       long seed,
       Map<Op.Fn, Long> opsByKind,
@@ -189,7 +269,8 @@ public final class Campaign {
       long duplicatesSuppressed,
       List<Violation> violations,
       List<String> undecidedRegisters,
-      Path history) {}
+      Path history,
+      GreedyCounts greedy) {}
 
   private final Path dir;
   private final Settings settings;
@@ -217,15 +298,24 @@ public final class Campaign {
       // of 25-30 (server logs), past a minute's wait for a leader.
       watch.awaitLeader(Duration.ofSeconds(180));
       cl.grantClients(Duration.ofSeconds(60));
+      if (settings.greedyClients() > 0) {
+        GreedyClient.limit(cl, Duration.ofSeconds(60));
+      }
       long end = System.nanoTime() + settings.duration().toNanos();
       ClientProcesses processes = new ClientProcesses(dir, settings, cl, t0, end);
       Nemesis nemesis = new Nemesis(settings, cl, watch, processes, end, dir.resolve(FAULTS_FILE));
+      GreedyClient greedy =
+          settings.greedyClients() > 0 ? new GreedyClient(cl, settings.seed(), end) : null;
       try (Workloads workloads = new Workloads(settings, watch, t0, end)) {
         workloads.start();
+        if (greedy != null) {
+          greedy.start();
+        }
         processes.startAll();
         nemesis.run();
         workloads.join();
         nemesis.healAll();
+        GreedyCounts greedyCounts = greedy == null ? GreedyCounts.NONE : greedy.join();
         List<Op> ops = workloads.history();
         ops.addAll(processes.awaitAll(nemesis::count));
         watch.awaitLeader(Duration.ofSeconds(60));
@@ -251,8 +341,12 @@ public final class Campaign {
             duplicates,
             violations,
             undecided,
-            file);
+            file,
+            greedyCounts);
       } finally {
+        if (greedy != null) {
+          greedy.close();
+        }
         processes.destroyAll();
       }
     }

@@ -9,6 +9,7 @@ import io.idem.client.IdemClient;
 import io.idem.client.MembershipChange;
 import io.idem.proto.AuthRequest;
 import io.idem.proto.Code;
+import io.idem.proto.ConfigureRequest;
 import io.idem.proto.IdemGrpc;
 import io.idem.proto.Permission;
 import io.idem.proto.Role;
@@ -29,6 +30,7 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
 import java.util.stream.Stream;
 
 /**
@@ -168,8 +170,11 @@ public final class ProcessCluster implements AutoCloseable {
     return tls("client");
   }
 
-  /** The TLS of {@code who}'s certificate, or null for a plaintext cluster. */
-  private synchronized ClientTls tls(String who) {
+  /**
+   * The TLS of {@code who}'s certificate ({@code CN=who}, one of {@link TestCertificates}'), or
+   * null for a plaintext cluster.
+   */
+  synchronized ClientTls tls(String who) {
     return certs == null
         ? null
         : new ClientTls(certs.certificate("ca"), certs.certificate(who), certs.key(who));
@@ -194,35 +199,69 @@ public final class ProcessCluster implements AutoCloseable {
                 Permission.newBuilder().setKind(Permission.Kind.KEY_SCOPE).setPrefix(""))
             .addPermissions(Permission.newBuilder().setKind(Permission.Kind.LEASE).setPrefix(""))
             .build();
+    grant("CN=client", role, timeout);
+  }
+
+  /**
+   * On a secured cluster, puts {@code role} and grants it to {@code principal}, as the admin,
+   * through the leader.
+   *
+   * @throws IllegalStateException if the cluster is plaintext, or no leader took a change within
+   *     {@code timeout}
+   */
+  void grant(String principal, Role role, Duration timeout) throws InterruptedException {
+    if (certs == null) {
+      throw new IllegalStateException("a plaintext cluster has no roles: " + role.getName());
+    }
     List<AuthRequest> changes =
         List.of(
             AuthRequest.newBuilder().setPutRole(role).build(),
             AuthRequest.newBuilder()
-                .setGrant(UserRoles.newBuilder().setPrincipal("CN=client").addRoles(CLIENT_ROLE))
+                .setGrant(UserRoles.newBuilder().setPrincipal(principal).addRoles(role.getName()))
                 .build());
-    long deadline = System.nanoTime() + timeout.toNanos();
     for (AuthRequest change : changes) {
-      while (true) {
-        Optional<Integer> leader = leader();
-        if (leader.isPresent()) {
-          try (RawSession admin =
-              new RawSession(
-                  listenAddresses.get(leader.get()),
-                  certs.certificate("ca"),
-                  certs.certificate("admin"),
-                  certs.key("admin"))) {
-            if (admin.auth(change).getCode() == Code.OK) {
-              break;
-            }
-          } catch (RuntimeException e) {
-            // the leader went away: ask the next one
+      asAdmin(change.toString(), admin -> admin.auth(change).getCode(), timeout);
+    }
+  }
+
+  /**
+   * Changes the replicated configuration (the Configure RPC) through the leader, as the admin on a
+   * secured cluster.
+   *
+   * @throws IllegalStateException if no leader took it within {@code timeout}
+   */
+  void configure(ConfigureRequest change, Duration timeout) throws InterruptedException {
+    asAdmin(change.toString(), admin -> admin.configure(change).getCode(), timeout);
+  }
+
+  /** Sends {@code change} to the leader until one answers OK, or {@code timeout} passed. */
+  private void asAdmin(String what, Function<RawSession, Code> change, Duration timeout)
+      throws InterruptedException {
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (true) {
+      Optional<Integer> leader = leader();
+      if (leader.isPresent()) {
+        String address = directAddresses().get(leader.get());
+        ClientTls admin = tls("admin");
+        try (RawSession session =
+            admin == null
+                ? new RawSession(address)
+                : new RawSession(
+                    address,
+                    admin.trustedCertificates(),
+                    admin.certificateChain(),
+                    admin.privateKey())) {
+          if (change.apply(session) == Code.OK) {
+            return;
           }
+        } catch (RuntimeException e) {
+          // the leader went away: ask the next one
         }
-        if (System.nanoTime() > deadline) {
-          throw new IllegalStateException("no leader took " + change + " within " + timeout);
-        }
-        Thread.sleep(200);
       }
+      if (System.nanoTime() > deadline) {
+        throw new IllegalStateException("no leader took " + what + " within " + timeout);
+      }
+      Thread.sleep(200);
     }
   }
 

@@ -16,9 +16,10 @@ import org.junit.jupiter.api.io.TempDir;
  * behind fault proxies, with every kind of fault in each round (SIGKILL, SIGSTOP, lost responses,
  * connection resets, delays, a client process killed and resumed, a wiped leader, a node wiped and
  * replaced under a new id, and partitions between the servers: an isolated leader, a
- * majority/minority split, a bridge, a one-way partition, a half-open peer link), no violations;
- * and, as a test of its own so that a failure of the first does not hide it, the negative control
- * (at-least-once retries) under faults, which the checkers must catch.
+ * majority/minority split, a bridge, a one-way partition, a half-open peer link), no violations
+ * while a greedy client floods the cluster and is refused at its quotas; and, as a test of its own
+ * so that a failure of the first does not hide it, the negative control (at-least-once retries)
+ * under faults, which the checkers must catch.
  */
 @Timeout(300)
 class CampaignTest {
@@ -39,6 +40,7 @@ class CampaignTest {
     Campaign.Report ok =
         Campaign.run(run, Campaign.Settings.ci(seed("campaign"), false).secured(true));
     System.out.println("campaign " + ok);
+    System.out.println("campaign greedy client: " + ok.greedy());
     assertThat(ok.violations()).isEmpty();
     assertThat(ok.undecidedRegisters()).as("registers the search gave up on").isEmpty();
     assertThat(ok.opsByKind().get(Op.Fn.CAS)).isPositive();
@@ -46,6 +48,9 @@ class CampaignTest {
     assertThat(ok.opsByKind().get(Op.Fn.APPEND)).isPositive();
     assertThat(ok.opsByKind().get(Op.Fn.INCR)).isPositive();
     assertThat(ok.opsByKind().get(Op.Fn.GRANT)).isPositive();
+    // The greedy client (CN=greedy, a role of small quotas) really pressed on its quotas, and was
+    // refused at them, while the checked clients above passed.
+    assertThat(ok.greedy().quotaRefusals()).as("greedy client: %s", ok.greedy()).isPositive();
     // Every kind of fault came at least once (a shuffled round of the 15 kinds takes 60-90 s on a
     // quiet machine; the
     // profile runs 150 s).
@@ -95,9 +100,14 @@ class CampaignTest {
         Campaign.run(
             dir.resolve("at-least-once"), Campaign.Settings.ci(seed("negative control"), true));
     System.out.println("negative control " + control);
+    System.out.println("negative control greedy client: " + control.greedy());
     assertThat(control.violations())
         .extracting(Violation::kind)
         .contains(Violation.Kind.DUPLICATE)
         .doesNotContain(Violation.Kind.DIVERGENCE);
+    // The greedy client, anonymous like the others here, was refused at the lowered defaults.
+    assertThat(control.greedy().quotaRefusals())
+        .as("greedy client: %s", control.greedy())
+        .isPositive();
   }
 }
