@@ -237,6 +237,12 @@ final class IdemStateMachine extends BaseStateMachine {
 
   @Override
   public void reinitialize() throws IOException {
+    // Ratis installed the leader's snapshot, newer than anything this node wrote: a write of its
+    // own that finished while pause() waited for it (say, the snapshot at index 20 of a follower
+    // that restarted far behind) must not be reported now. Ratis takes the installed index as its
+    // snapshot index, and a lower one reported after it stops its apply thread ("Failed to
+    // updateIncreasingly for snapshotIndex: 440 -> 20", seen in SnapshotRecoveryTest).
+    writtenNotReported.set(null);
     loadLatestSnapshot();
     if (getLifeCycleState() == LifeCycle.State.PAUSED) {
       getLifeCycle().transition(LifeCycle.State.STARTING);
