@@ -386,7 +386,7 @@ final class ReplicatedState {
         sessions.acknowledge(cmd.getClientId(), cmd.getAck());
         long saved = sessions.usageOf(principal).savedBytes();
         result =
-            saved >= payer.quotas().savedBytes()
+            saved >= payer.quotas().savedBytes() && !settles(cmd.getOp())
                 ? payer.overQuota(
                     index,
                     "saved_bytes",
@@ -413,6 +413,18 @@ final class ReplicatedState {
           .build();
     }
     return sessions.refusal(cmd, ((Admission.Rejected) a).code());
+  }
+
+  /**
+   * Whether {@code op} settles or shrinks what the principal holds (a delete, a key's complete,
+   * release or renewal, a lease's keep-alive or revoke): its answer is small, and refusing it would
+   * keep a key owned or a lease held, so the {@code saved_bytes} quota lets it through.
+   */
+  private static boolean settles(Operation op) {
+    return switch (op.getOpCase()) {
+      case DELETE, COMPLETE_KEY, RELEASE_KEY, RENEW_KEY, KEEP_ALIVE_LEASE, REVOKE_LEASE -> true;
+      default -> false;
+    };
   }
 
   /**
