@@ -7,6 +7,7 @@ import io.idem.keys.KeyFencedException;
 import io.idem.keys.KeyInProgressException;
 import io.idem.keys.KeyMismatchException;
 import io.idem.keys.KeyStoreException;
+import io.idem.keys.KeyStoreFullException;
 import io.idem.keys.spi.KeyStore;
 import jakarta.servlet.Filter;
 import jakarta.servlet.FilterChain;
@@ -114,7 +115,8 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     IdempotencyPolicy policyFor(HttpServletRequest request);
   }
 
-  private final IdempotentExecutor executor; // null over TransactionalKeys
+  private final IdempotentExecutor<Object> executor; // null over TransactionalKeys
+  private final Class<?> effectType; // the store's; null over TransactionalKeys
   private final TransactionalKeys transactional; // null over a KeyStore
   private final Set<String> methods;
   private final PolicyResolver resolver;
@@ -126,16 +128,22 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
 
   private IdempotencyFilter(Builder b) {
     if (b.store != null) {
-      IdempotentExecutor.Builder eb =
-          IdempotentExecutor.builder(b.store)
+      // Effects reach the filter untyped (a request attribute); IdempotentRequest.completeWith
+      // checks each against the store's effect type, which makes this view of the store sound.
+      @SuppressWarnings("unchecked")
+      KeyStore<Object> store = (KeyStore<Object>) b.store;
+      IdempotentExecutor.Builder<Object> eb =
+          IdempotentExecutor.builder(store)
               .inProgressTimeout(b.inProgressTimeout)
               .retention(b.retention);
       if (b.storeTimeout != null) {
         eb.storeTimeout(b.storeTimeout);
       }
       this.executor = eb.build();
+      this.effectType = b.store.effectType();
     } else {
       this.executor = null;
+      this.effectType = null;
     }
     this.transactional = b.transactional;
     this.methods = Set.copyOf(b.methods);
@@ -149,7 +157,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
   }
 
   /** A builder over {@code store}. */
-  public static Builder builder(KeyStore store) {
+  public static Builder builder(KeyStore<?> store) {
     if (store == null) {
       throw new IllegalArgumentException("store must not be null");
     }
@@ -277,7 +285,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
                   policy.waitForResult(),
                   StoredResponse.CODEC,
                   token -> {
-                    IdempotentRequest context = new IdempotentRequest(key, token);
+                    IdempotentRequest context = new IdempotentRequest(key, token, effectType);
                     request.setAttribute(IdempotentRequest.ATTRIBUTE, context);
                     CapturingResponse captured =
                         new CapturingResponse(response, maxResponseBytes, instance);
@@ -288,9 +296,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
                     if (captured.getStatus() >= 500 && !policy.storeServerErrors()) {
                       throw new ReleasedResponse();
                     }
-                    return context.effect() == null
-                        ? IdempotentExecutor.Outcome.of(stored)
-                        : IdempotentExecutor.Outcome.withEffect(stored, context.effect());
+                    return new IdempotentExecutor.Outcome<>(stored, context.effect());
                   });
     } catch (ReleasedResponse released) {
       ran[0].sendCaptured(); // the key is released: a retry runs again
@@ -311,9 +317,18 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
           409,
           "key-in-progress",
           "Request in progress",
-          "a request with this key is still being processed; retry later for its response");
+          "a request with this key is still being processed; retry later for its response",
+          retryAfterSeconds(e.retryAfter()));
       return;
     } catch (KeyFencedException e) {
+      if (e.completedByAnother()) {
+        // This run's outcome was not stored; another request with the key completed it, and its
+        // response is what every retry gets. Send that one, as a replay.
+        if (!response.isCommitted()) {
+          replay(response, e.otherOutcome(StoredResponse.CODEC));
+        }
+        return;
+      }
       problem(
           response,
           instance,
@@ -323,6 +338,26 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
           "this request ran past its deadline and another request with the key took it over;"
               + " this one's outcome was not stored: retry for the stored response");
       return;
+    } catch (KeyStoreFullException e) {
+      if (e.quota()) {
+        problem(
+            response,
+            instance,
+            429,
+            "key-quota-exceeded",
+            "Idempotency key quota exceeded",
+            "the service holds as many idempotency keys as its quota allows; nothing ran: retry"
+                + " with the same key once older keys expire");
+      } else {
+        problem(
+            response,
+            instance,
+            507,
+            "store-full",
+            "Idempotency store full",
+            "the key store is out of space; nothing ran: retry with the same key later");
+      }
+      return;
     } catch (KeyStoreException e) {
       problem(
           response,
@@ -331,7 +366,8 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
           "store-unavailable",
           "Idempotency store unavailable",
           "the key store did not answer; the outcome is unknown and retrying with the same key is"
-              + " safe");
+              + " safe",
+          1);
       return;
     } catch (Exception e) {
       if (handled[0] != null && handled[0].effect() != null && !response.isCommitted()) {
@@ -536,14 +572,34 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
       String title,
       String detail)
       throws IOException {
+    problem(response, instance, status, name, title, detail, 0);
+  }
+
+  /** As above, with {@code Retry-After: retryAfterSeconds} unless it is 0. */
+  private static void problem(
+      HttpServletResponse response,
+      String instance,
+      int status,
+      String name,
+      String title,
+      String detail,
+      long retryAfterSeconds)
+      throws IOException {
     if (response.isCommitted()) {
       // Only a response too large to hold went out before its outcome was settled: the client
       // has it whole, and the key's fate (stored, or taken over) decides what a retry gets.
       return;
     }
-    // A client may retry these later with the same key; the others need another request.
-    boolean retryAfter = name.equals("key-in-progress") || name.equals("store-unavailable");
-    new Problem(status, name, title, detail).send(response, instance, retryAfter);
+    new Problem(status, name, title, detail).send(response, instance, retryAfterSeconds);
+  }
+
+  /**
+   * The whole seconds until an owner's deadline passes, at least 1: by then a retry gets the
+   * response, or runs.
+   */
+  private static long retryAfterSeconds(Duration untilDeadline) {
+    long ms = untilDeadline.toMillis();
+    return Math.max(1, (ms + 999) / 1000);
   }
 
   /** A 5xx the policy does not store: the executor releases the key, the filter sends it. */
@@ -570,7 +626,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
 
   /** Builds an {@link IdempotencyFilter}. Not thread-safe. */
   public static final class Builder {
-    private final KeyStore store;
+    private final KeyStore<?> store;
     private final TransactionalKeys transactional;
     private final Set<String> methods = new LinkedHashSet<>(DEFAULT_METHODS);
     private IdempotencyPolicy policy = IdempotencyPolicy.DEFAULTS;
@@ -584,7 +640,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     private Duration retention = DEFAULT_RETENTION;
     private Duration storeTimeout;
 
-    private Builder(KeyStore store, TransactionalKeys transactional) {
+    private Builder(KeyStore<?> store, TransactionalKeys transactional) {
       this.store = store;
       this.transactional = transactional;
     }

@@ -19,16 +19,21 @@ public final class IdempotentRequest {
   private final IdempotencyKey key;
   private final long fencingToken;
   private final Object transaction; // null unless the filter runs over TransactionalKeys
+  private final Class<?> effectType; // the store's; null in a transaction
   private Object effect;
 
-  IdempotentRequest(IdempotencyKey key, long fencingToken) {
-    this(key, fencingToken, null);
+  IdempotentRequest(IdempotencyKey key, long fencingToken, Class<?> effectType) {
+    this.key = key;
+    this.fencingToken = fencingToken;
+    this.transaction = null;
+    this.effectType = effectType;
   }
 
   IdempotentRequest(IdempotencyKey key, long fencingToken, Object transaction) {
     this.key = key;
     this.fencingToken = fencingToken;
     this.transaction = transaction;
+    this.effectType = null;
   }
 
   /** The request's, if the filter covers it and it carries a key. */
@@ -68,7 +73,8 @@ public final class IdempotentRequest {
    *
    * @throws IllegalStateException if an effect was already given, or the request runs in a
    *     transaction (write through {@link #transaction} instead)
-   * @throws IllegalArgumentException if {@code effect} is null
+   * @throws IllegalArgumentException if {@code effect} is null or not of the store's {@link
+   *     #effectType()}: thrown here, at the handler's call, before the handler goes on
    */
   public void completeWith(Object effect) {
     if (effect == null) {
@@ -78,10 +84,26 @@ public final class IdempotentRequest {
       throw new IllegalStateException(
           "this request runs in the store's transaction: write through transaction(...)");
     }
+    if (!effectType.isInstance(effect)) {
+      throw new IllegalArgumentException(
+          "the key store applies effects of type "
+              + effectType.getName()
+              + " with a completion, not "
+              + effect.getClass().getName());
+    }
     if (this.effect != null) {
       throw new IllegalStateException("this request already has an effect: " + this.effect);
     }
     this.effect = effect;
+  }
+
+  /**
+   * The type of effect the filter's store applies with a completion ({@code io.idem.client.Write}
+   * on Idem, {@code io.idem.keys.redis.RedisEffect} on Redis, {@code NoEffect} for none); empty in
+   * a transaction.
+   */
+  public Optional<Class<?>> effectType() {
+    return Optional.ofNullable(effectType);
   }
 
   Object effect() {

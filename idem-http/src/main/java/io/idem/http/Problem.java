@@ -46,14 +46,15 @@ record Problem(int status, String name, String title, String detail) {
 
   /**
    * Writes this problem as the whole response (which must not be committed), replacing whatever a
-   * handler had set on it, with {@code Retry-After: 1} if {@code retryAfter}.
+   * handler had set on it, with {@code Retry-After: retryAfterSeconds} unless it is 0.
    */
-  void send(HttpServletResponse response, String instance, boolean retryAfter) throws IOException {
+  void send(HttpServletResponse response, String instance, long retryAfterSeconds)
+      throws IOException {
     byte[] body = json(instance);
     response.reset();
     response.setStatus(status);
-    if (retryAfter) {
-      response.setHeader("Retry-After", "1");
+    if (retryAfterSeconds > 0) {
+      response.setHeader("Retry-After", Long.toString(retryAfterSeconds));
     }
     response.setContentType(MEDIA_TYPE);
     response.setContentLength(body.length);

@@ -10,6 +10,7 @@ import io.idem.keys.idem.IdemKeyStore;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.KeyStore;
 import io.idem.keys.spi.Settlement;
+import io.idem.testkit.FaultProxy;
 import io.idem.testkit.LocalCluster;
 import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;
@@ -95,11 +96,11 @@ class IdempotencyFilterTest {
   }
 
   /** The Idem store, counting the acquisitions of each key as it passes them on. */
-  static final class Observed implements KeyStore {
-    private final KeyStore store;
+  static final class Observed implements KeyStore<Write> {
+    private final KeyStore<Write> store;
     private final Map<IdempotencyKey, AtomicInteger> acquisitions = new ConcurrentHashMap<>();
 
-    Observed(KeyStore store) {
+    Observed(KeyStore<Write> store) {
       this.store = store;
     }
 
@@ -122,8 +123,13 @@ class IdempotencyFilterTest {
 
     @Override
     public CompletionStage<Settlement> completeWith(
-        IdempotencyKey key, long token, byte[] response, Object effect) {
+        IdempotencyKey key, long token, byte[] response, Write effect) {
       return store.completeWith(key, token, response, effect);
+    }
+
+    @Override
+    public Class<?> effectType() {
+      return store.effectType();
     }
 
     @Override
@@ -204,6 +210,27 @@ class IdempotencyFilterTest {
         IdempotentRequest.of(req)
             .orElseThrow()
             .completeWith(Write.increment("balance/" + body, -10));
+      }
+      if (path.startsWith("/wrong-effect")) {
+        IdempotentRequest.of(req).orElseThrow().completeWith("INCRBY balance -10"); // not a Write
+      }
+      if (path.startsWith("/overtaken")) {
+        // Before this run's outcome reaches the store, the key is completed with another one, as
+        // when a takeover owner finished first: the stored outcome stands.
+        IdempotentRequest r = IdempotentRequest.of(req).orElseThrow();
+        byte[] other =
+            new StoredResponse(
+                    200,
+                    List.of(new StoredResponse.Header("Content-Type", "text/plain")),
+                    "finished by the other owner".getBytes(StandardCharsets.UTF_8),
+                    false)
+                .encode();
+        byte[] asTheExecutorStoresIt = new byte[other.length + 1]; // a success byte, then it
+        System.arraycopy(other, 0, asTheExecutorStoresIt, 1, other.length);
+        store
+            .complete(r.key(), r.fencingToken(), asTheExecutorStoresIt)
+            .toCompletableFuture()
+            .join();
       }
       String user = req.getUserPrincipal() == null ? "-" : req.getUserPrincipal().getName();
       resp.setStatus(201);
@@ -345,7 +372,9 @@ class IdempotencyFilterTest {
     assertThat(holdEntered.await(30, TimeUnit.SECONDS)).isTrue();
     HttpResponse<String> duplicate = send(post("/conflict/hold", key, "b"));
     assertProblem(duplicate, 409, "key-in-progress");
-    assertThat(duplicate.headers().firstValue("Retry-After")).hasValue("1");
+    // The owner's deadline, at most the in-progress timeout away (30 s by default).
+    assertThat(duplicate.headers().firstValue("Retry-After").map(Long::parseLong))
+        .hasValueSatisfying(seconds -> assertThat(seconds).isBetween(20L, 30L));
     holdRelease.countDown();
     assertThat(first.get(30, TimeUnit.SECONDS).statusCode()).isEqualTo(201);
     HttpResponse<String> later = send(post("/conflict/hold", key, "b"));
@@ -647,6 +676,69 @@ class IdempotencyFilterTest {
       assertThat(r.headers().firstValue("Retry-After")).hasValue("1");
     }
     assertThat(runsOf("/down")).isZero();
+  }
+
+  @Test
+  void aKeyWhoseAcquireAnsweredAfterA503IsFreedWhenTheAnswerComes() throws Exception {
+    // The store answers late (a slow network, a paused server): the filter gives up with a 503
+    // while the acquire still lands. When its answer comes, the key is released, so a retry runs
+    // at once instead of being told for the whole in-progress timeout that it is in progress.
+    try (FaultProxy slow = FaultProxy.start(cluster.clientAddress(0));
+        IdemClient late =
+            IdemClient.builder()
+                .servers(slow.address())
+                .requestTimeout(Duration.ofSeconds(20))
+                .build();
+        IdempotencyFilter impatient =
+            IdempotencyFilter.builder(IdemKeyStore.over(late))
+                .anonymousScope("late-answers")
+                .storeTimeout(Duration.ofMillis(500))
+                .build();
+        EmbeddedJetty other =
+            EmbeddedJetty.start(impatient, Map.of("/*", new Scripted()), Map.of())) {
+      String key = newKey();
+      late.put("warm-up", "1"); // the session is open before the network slows down
+      slow.delay(Duration.ofMillis(1500));
+      HttpRequest request =
+          HttpRequest.newBuilder(other.uri("/late"))
+              .header("Idempotency-Key", key)
+              .POST(HttpRequest.BodyPublishers.ofString("l"))
+              .build();
+      HttpResponse<String> first = http.send(request, HttpResponse.BodyHandlers.ofString());
+      assertProblem(first, 503, "store-unavailable");
+      slow.delay(Duration.ZERO);
+      long until = System.nanoTime() + Duration.ofSeconds(15).toNanos();
+      HttpResponse<String> retry = http.send(request, HttpResponse.BodyHandlers.ofString());
+      // 503 while the slowed chunks still drain; never 409 for the whole in-progress timeout.
+      while ((retry.statusCode() == 409 || retry.statusCode() == 503)
+          && System.nanoTime() < until) {
+        Thread.sleep(200);
+        retry = http.send(request, HttpResponse.BodyHandlers.ofString());
+      }
+      assertThat(retry.statusCode()).as(retry.body()).isEqualTo(201);
+    }
+    assertThat(runsOf("/late")).isEqualTo(1);
+  }
+
+  @Test
+  void aRunWhoseKeyAnotherOwnerCompletedGetsTheStoredResponseAsAReplay() throws Exception {
+    String key = newKey();
+    for (int i = 0; i < 2; i++) {
+      HttpResponse<String> r = send(post("/overtaken", key, "o"));
+      assertThat(r.statusCode()).isEqualTo(200);
+      assertThat(r.body()).isEqualTo("finished by the other owner");
+      assertThat(r.headers().firstValue("Idempotent-Replayed")).hasValue("true");
+    }
+    assertThat(runsOf("/overtaken")).isEqualTo(1);
+  }
+
+  @Test
+  void anEffectNotOfTheStoresTypeFailsTheHandlersCallAndNothingIsStored() throws Exception {
+    String key = newKey();
+    HttpResponse<String> r = send(post("/wrong-effect", key, "w"));
+    assertThat(r.statusCode()).isEqualTo(500);
+    assertThat(client.getKey(T1, unquote(key))).as("the key was released").isEmpty();
+    assertThat(runsOf("/wrong-effect")).isEqualTo(1);
   }
 
   @Test

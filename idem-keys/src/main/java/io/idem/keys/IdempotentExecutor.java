@@ -6,8 +6,8 @@ import io.idem.keys.spi.Settlement;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
@@ -29,8 +29,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  *
  * <p>Thread-safe; one executor serves any number of keys and threads. Close it to stop its renewal
  * thread.
+ *
+ * @param <E> the store's effect type (see {@link KeyStore}): an {@link EffectfulOperation} hands
+ *     back effects of this type only, so an operation written for another store does not compile
  */
-public final class IdempotentExecutor implements AutoCloseable {
+public final class IdempotentExecutor<E> implements AutoCloseable {
 
   /** Default {@link Builder#inProgressTimeout}: 30 s. */
   public static final Duration DEFAULT_IN_PROGRESS_TIMEOUT = Duration.ofSeconds(30);
@@ -44,9 +47,6 @@ public final class IdempotentExecutor implements AutoCloseable {
   /** How often a waiting duplicate asks the store again. */
   public static final Duration DEFAULT_POLL_INTERVAL = Duration.ofMillis(50);
 
-  private static final byte SUCCESS = 0;
-  private static final byte FAILURE = 1;
-
   /** The business operation. It gets the fencing token of its ownership of the key. */
   @FunctionalInterface
   public interface Operation<T> {
@@ -57,29 +57,30 @@ public final class IdempotentExecutor implements AutoCloseable {
   /**
    * A business operation whose deciding write the store applies together with the completion (see
    * {@link KeyStore#completeWith}): it returns its result and that write as an {@link Outcome}.
+   * {@code E} is the store's effect type.
    */
   @FunctionalInterface
-  public interface EffectfulOperation<T> {
+  public interface EffectfulOperation<T, E> {
     /** Runs once per key (unless it fails and its failure is not stored). */
-    Outcome<T> run(long fencingToken) throws Exception;
+    Outcome<T, E> run(long fencingToken) throws Exception;
   }
 
   /**
    * What an {@link EffectfulOperation} returns: its result, and the write the store applies in the
-   * same atomic step as storing the result (null for none). The effect's type is the store's (on
-   * Idem, {@code io.idem.client.Write}).
+   * same atomic step as storing the result (null for none). The effect's type {@code E} is the
+   * store's (on Idem, {@code io.idem.client.Write}; on Redis, {@code RedisEffect}).
    *
    * @param value the result, stored and replayed
    * @param effect the business write, or null
    */
-  public record Outcome<T>(T value, Object effect) {
+  public record Outcome<T, E>(T value, E effect) {
     /** A result without an effect. */
-    public static <T> Outcome<T> of(T value) {
+    public static <T, E> Outcome<T, E> of(T value) {
       return new Outcome<>(value, null);
     }
 
     /** A result whose {@code effect} lands with its completion, or not at all. */
-    public static <T> Outcome<T> withEffect(T value, Object effect) {
+    public static <T, E> Outcome<T, E> withEffect(T value, E effect) {
       if (effect == null) {
         throw new IllegalArgumentException("effect must not be null (use Outcome.of)");
       }
@@ -111,7 +112,7 @@ public final class IdempotentExecutor implements AutoCloseable {
     }
   }
 
-  private final KeyStore store;
+  private final KeyStore<E> store;
   private final Duration inProgressTimeout;
   private final Duration retention;
   private final Duration waitForResult;
@@ -121,7 +122,7 @@ public final class IdempotentExecutor implements AutoCloseable {
   private final List<Class<? extends Throwable>> storedFailures;
   private final ScheduledExecutorService renewals;
 
-  private IdempotentExecutor(Builder b) {
+  private IdempotentExecutor(Builder<E> b) {
     this.store = b.store;
     this.inProgressTimeout = b.inProgressTimeout;
     this.retention = b.retention;
@@ -141,8 +142,8 @@ public final class IdempotentExecutor implements AutoCloseable {
   }
 
   /** A builder over {@code store}. */
-  public static Builder builder(KeyStore store) {
-    return new Builder(store);
+  public static <E> Builder<E> builder(KeyStore<E> store) {
+    return new Builder<>(store);
   }
 
   /**
@@ -151,12 +152,16 @@ public final class IdempotentExecutor implements AutoCloseable {
    * @return the operation's result, from this run or replayed
    * @throws KeyMismatchException the key was used with another fingerprint; nothing ran
    * @throws KeyInProgressException another owner holds the key and waiting was not chosen or ran
-   *     out; nothing ran
-   * @throws KeyFencedException the operation ran, but another owner took the key over before its
-   *     outcome was stored
+   *     out; nothing ran. Its {@link KeyInProgressException#retryAfter()} estimates when the
+   *     owner's deadline passes
+   * @throws KeyFencedException the operation ran, but another owner took the key over, or completed
+   *     it ({@link KeyFencedException#completedByAnother()}), before its outcome was stored
    * @throws StoredFailureException a failure stored as the key's outcome, replayed
+   * @throws KeyStoreFullException the store refused the key: a quota or the store's space is used
+   *     up; nothing ran
    * @throws KeyStoreException the store failed; the outcome is unknown, and retrying with the same
-   *     key is safe
+   *     key is safe. An acquire that timed out here but lands later is released when its answer
+   *     arrives, so the key is not left held by an owner that never runs
    * @throws Exception what the operation threw, when it ran here
    */
   public <T> T execute(
@@ -183,7 +188,7 @@ public final class IdempotentExecutor implements AutoCloseable {
       Fingerprint fingerprint,
       Duration waitForResult,
       Codec<T> codec,
-      EffectfulOperation<T> operation)
+      EffectfulOperation<T, E> operation)
       throws Exception {
     if (waitForResult == null || waitForResult.isNegative()) {
       throw new IllegalArgumentException(
@@ -191,7 +196,7 @@ public final class IdempotentExecutor implements AutoCloseable {
     }
     long waitUntil = System.nanoTime() + waitForResult.toNanos();
     while (true) {
-      Acquisition a = await(key, store.acquire(key, fingerprint, inProgressTimeout, retention));
+      Acquisition a = acquire(key, fingerprint);
       if (a instanceof Acquisition.Acquired owned) {
         return run(key, owned.token(), codec, operation);
       }
@@ -203,21 +208,61 @@ public final class IdempotentExecutor implements AutoCloseable {
       }
       long left = waitUntil - System.nanoTime();
       if (left <= 0) {
+        long deadline = ((Acquisition.InProgress) a).deadlineMs();
         throw new KeyInProgressException(
             key,
-            "another owner holds the key until "
-                + ((Acquisition.InProgress) a).deadlineMs()
-                + " (store time)",
-            null);
+            "another owner holds the key until " + deadline + " (store time)",
+            null,
+            untilDeadline(deadline));
       }
       sleep(Math.min(left, pollInterval.toNanos()));
     }
   }
 
-  private <T> T run(IdempotencyKey key, long token, Codec<T> codec, EffectfulOperation<T> operation)
+  /**
+   * Asks the store for the key. If the answer does not come within the store timeout, the acquire
+   * may still land; should its answer say the key is ours after all, the key is released then, so
+   * that a retry is not told to wait for an owner that never runs.
+   */
+  private Acquisition acquire(IdempotencyKey key, Fingerprint fingerprint) {
+    CompletableFuture<Acquisition> pending =
+        store.acquire(key, fingerprint, inProgressTimeout, retention).toCompletableFuture();
+    try {
+      return pending.get(storeTimeout.toNanos(), TimeUnit.NANOSECONDS);
+    } catch (ExecutionException e) {
+      throw storeFailure(key, e.getCause());
+    } catch (TimeoutException e) {
+      releaseIfLateOwner(key, pending);
+      throw new KeyStoreException(key, "the store did not answer within " + storeTimeout, e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      releaseIfLateOwner(key, pending);
+      throw new KeyStoreException(key, "interrupted while waiting for the store", e);
+    }
+  }
+
+  private void releaseIfLateOwner(IdempotencyKey key, CompletableFuture<Acquisition> pending) {
+    pending.thenAccept(
+        late -> {
+          if (late instanceof Acquisition.Acquired owned) {
+            store.release(key, owned.token());
+          }
+        });
+  }
+
+  /**
+   * How long until {@code deadlineMs} (the store's clock) by this machine's clock: an estimate for
+   * a retry's wait, never negative. The two clocks are both wall clocks; their skew is its error.
+   */
+  private static Duration untilDeadline(long deadlineMs) {
+    return Duration.ofMillis(Math.max(0, deadlineMs - System.currentTimeMillis()));
+  }
+
+  private <T> T run(
+      IdempotencyKey key, long token, Codec<T> codec, EffectfulOperation<T, E> operation)
       throws Exception {
     ScheduledFuture<?> renewing = renewEvery.isZero() ? null : renewPeriodically(key, token);
-    Outcome<T> outcome;
+    Outcome<T, E> outcome;
     try {
       outcome = operation.run(token);
       if (outcome == null) {
@@ -228,7 +273,7 @@ public final class IdempotentExecutor implements AutoCloseable {
         renewing.cancel(false);
       }
       if (stored(e)) {
-        settle(key, store.complete(key, token, failure(e)));
+        settle(key, store.complete(key, token, StoredOutcomes.failure(e)));
       } else {
         try {
           await(key, store.release(key, token));
@@ -242,7 +287,7 @@ public final class IdempotentExecutor implements AutoCloseable {
     if (renewing != null) {
       renewing.cancel(false);
     }
-    byte[] response = success(codec.encode(outcome.value()));
+    byte[] response = StoredOutcomes.success(codec.encode(outcome.value()));
     if (outcome.effect() == null) {
       settle(key, store.complete(key, token, response));
     } else {
@@ -251,7 +296,7 @@ public final class IdempotentExecutor implements AutoCloseable {
     return outcome.value();
   }
 
-  private void settleWithEffect(IdempotencyKey key, long token, byte[] response, Object effect)
+  private void settleWithEffect(IdempotencyKey key, long token, byte[] response, E effect)
       throws Exception {
     Throwable refused;
     try {
@@ -264,8 +309,8 @@ public final class IdempotentExecutor implements AutoCloseable {
       return;
     } catch (ExecutionException e) {
       refused = e.getCause() instanceof CompletionException c ? c.getCause() : e.getCause();
-      if (refused instanceof KeyStoreException k) {
-        throw k;
+      if (refused instanceof KeyStoreException || refused instanceof KeyStoreFullException) {
+        throw (KeyException) refused;
       }
     } catch (RuntimeException e) {
       if (e instanceof KeyException) {
@@ -305,10 +350,21 @@ public final class IdempotentExecutor implements AutoCloseable {
     if (s instanceof Settlement.Fenced f) {
       throw new KeyFencedException(
           key,
-          "another owner (token "
-              + f.current()
-              + ") took the key over before this outcome was stored; it was not stored",
+          f.current() == 0
+              ? "the key is no longer held (released, or expired after its retention) and this"
+                  + " outcome was not stored"
+              : "another owner (token "
+                  + f.current()
+                  + ") took the key over before this outcome was stored; it was not stored",
           null);
+    }
+    if (s instanceof Settlement.Completed c) {
+      throw new KeyFencedException(
+          key,
+          "another owner completed the key first; its outcome stands and is what retries replay,"
+              + " and this run's outcome was not stored",
+          null,
+          c.response());
     }
   }
 
@@ -321,51 +377,32 @@ public final class IdempotentExecutor implements AutoCloseable {
     return false;
   }
 
-  private static byte[] success(byte[] value) {
-    byte[] out = new byte[value.length + 1];
-    out[0] = SUCCESS;
-    System.arraycopy(value, 0, out, 1, value.length);
-    return out;
-  }
-
-  private static byte[] failure(Exception e) {
-    String text = e.getClass().getName() + "\n" + (e.getMessage() == null ? "" : e.getMessage());
-    byte[] b = text.getBytes(StandardCharsets.UTF_8);
-    byte[] out = new byte[b.length + 1];
-    out[0] = FAILURE;
-    System.arraycopy(b, 0, out, 1, b.length);
-    return out;
-  }
-
   private static <T> T replay(IdempotencyKey key, Codec<T> codec, byte[] response) {
-    if (response.length == 0) {
-      throw new KeyStoreException(key, "the stored response is empty: not written by this", null);
-    }
-    byte[] body = Arrays.copyOfRange(response, 1, response.length);
-    if (response[0] == SUCCESS) {
-      return codec.decode(body);
-    }
-    String text = new String(body, StandardCharsets.UTF_8);
-    int nl = text.indexOf('\n');
-    throw new StoredFailureException(
-        key, nl < 0 ? text : text.substring(0, nl), nl < 0 ? "" : text.substring(nl + 1));
+    return StoredOutcomes.replay(key, codec, response);
   }
 
   private <R> R await(IdempotencyKey key, CompletionStage<R> stage) {
     try {
       return stage.toCompletableFuture().get(storeTimeout.toNanos(), TimeUnit.NANOSECONDS);
     } catch (ExecutionException e) {
-      Throwable c = e.getCause();
-      if (c instanceof KeyStoreException k) {
-        throw k;
-      }
-      throw new KeyStoreException(key, "the store failed: " + c, c);
+      throw storeFailure(key, e.getCause());
     } catch (TimeoutException e) {
       throw new KeyStoreException(key, "the store did not answer within " + storeTimeout, e);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new KeyStoreException(key, "interrupted while waiting for the store", e);
     }
+  }
+
+  /** A store's failure as the executor throws it: the store's own key exceptions as they are. */
+  private static KeyException storeFailure(IdempotencyKey key, Throwable c) {
+    if (c instanceof CompletionException && c.getCause() != null) {
+      c = c.getCause();
+    }
+    if (c instanceof KeyStoreException || c instanceof KeyStoreFullException) {
+      return (KeyException) c;
+    }
+    return new KeyStoreException(key, "the store failed: " + c, c);
   }
 
   private static void sleep(long nanos) {
@@ -384,8 +421,8 @@ public final class IdempotentExecutor implements AutoCloseable {
   }
 
   /** Builds an {@link IdempotentExecutor}. Not thread-safe. */
-  public static final class Builder {
-    private final KeyStore store;
+  public static final class Builder<E> {
+    private final KeyStore<E> store;
     private Duration inProgressTimeout = DEFAULT_IN_PROGRESS_TIMEOUT;
     private Duration retention = DEFAULT_RETENTION;
     private Duration waitForResult = Duration.ZERO;
@@ -394,7 +431,7 @@ public final class IdempotentExecutor implements AutoCloseable {
     private Duration renewEvery;
     private final List<Class<? extends Throwable>> storedFailures = new ArrayList<>();
 
-    private Builder(KeyStore store) {
+    private Builder(KeyStore<E> store) {
       if (store == null) {
         throw new IllegalArgumentException("store must not be null");
       }
@@ -402,13 +439,13 @@ public final class IdempotentExecutor implements AutoCloseable {
     }
 
     /** How long an owner holds a key without renewing it. Default 30 s. */
-    public Builder inProgressTimeout(Duration d) {
+    public Builder<E> inProgressTimeout(Duration d) {
       this.inProgressTimeout = positive("inProgressTimeout", d);
       return this;
     }
 
     /** How long an outcome is kept (and replayed). Default 24 h. */
-    public Builder retention(Duration d) {
+    public Builder<E> retention(Duration d) {
       this.retention = positive("retention", d);
       return this;
     }
@@ -417,7 +454,7 @@ public final class IdempotentExecutor implements AutoCloseable {
      * A concurrent duplicate waits up to {@code d} for the outcome (asking the store every {@link
      * #pollInterval}); zero, the default, fails it at once with {@link KeyInProgressException}.
      */
-    public Builder waitForResult(Duration d) {
+    public Builder<E> waitForResult(Duration d) {
       if (d == null || d.isNegative()) {
         throw new IllegalArgumentException("waitForResult must be zero or positive, got " + d);
       }
@@ -426,13 +463,13 @@ public final class IdempotentExecutor implements AutoCloseable {
     }
 
     /** How often a waiting duplicate asks again. Default 50 ms. */
-    public Builder pollInterval(Duration d) {
+    public Builder<E> pollInterval(Duration d) {
       this.pollInterval = positive("pollInterval", d);
       return this;
     }
 
     /** How long one store call may take before it counts as failed. Default 10 s. */
-    public Builder storeTimeout(Duration d) {
+    public Builder<E> storeTimeout(Duration d) {
       this.storeTimeout = positive("storeTimeout", d);
       return this;
     }
@@ -441,7 +478,7 @@ public final class IdempotentExecutor implements AutoCloseable {
      * How often a running operation renews its key; zero turns renewal off. Default a third of the
      * in-progress timeout.
      */
-    public Builder renewEvery(Duration d) {
+    public Builder<E> renewEvery(Duration d) {
       if (d == null || d.isNegative()) {
         throw new IllegalArgumentException("renewEvery must be zero or positive, got " + d);
       }
@@ -454,7 +491,7 @@ public final class IdempotentExecutor implements AutoCloseable {
      * StoredFailureException}, never run again. Other failures release the key.
      */
     @SafeVarargs
-    public final Builder storeFailures(Class<? extends Throwable>... types) {
+    public final Builder<E> storeFailures(Class<? extends Throwable>... types) {
       for (Class<? extends Throwable> t : types) {
         storedFailures.add(t);
       }
@@ -462,12 +499,12 @@ public final class IdempotentExecutor implements AutoCloseable {
     }
 
     /** The executor. */
-    public IdempotentExecutor build() {
+    public IdempotentExecutor<E> build() {
       if (renewEvery != null && renewEvery.compareTo(inProgressTimeout) >= 0) {
         throw new IllegalArgumentException(
             "renewEvery " + renewEvery + " must be shorter than inProgressTimeout");
       }
-      return new IdempotentExecutor(this);
+      return new IdempotentExecutor<>(this);
     }
 
     private static Duration positive(String what, Duration d) {

@@ -6,6 +6,7 @@ package io.idem.keys;
  */
 public abstract sealed class KeyException extends RuntimeException
     permits KeyStoreException,
+        KeyStoreFullException,
         KeyInProgressException,
         KeyMismatchException,
         KeyFencedException,

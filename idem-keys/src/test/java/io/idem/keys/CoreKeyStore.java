@@ -17,7 +17,7 @@ import java.util.function.Supplier;
  * replicates), with its own clock and a token counter standing in for log positions. It can be told
  * to fail, as a store that lost its connection does. For the executor's tests.
  */
-final class CoreKeyStore implements KeyStore {
+final class CoreKeyStore implements KeyStore<Runnable> {
   private final KeyTable table = new KeyTable(KeyTable.Bounds.DEFAULTS);
   private final LongSupplier clockMs;
   private final AtomicLong tokens = new AtomicLong();
@@ -72,11 +72,15 @@ final class CoreKeyStore implements KeyStore {
         });
   }
 
-  private static Settlement settlement(KeyTable.Settlement s) {
+  private Settlement settlement(IdempotencyKey key, KeyTable.Settlement s) {
     if (s instanceof KeyTable.Settlement.Done d) {
       return new Settlement.Done(d.deadline());
     } else if (s instanceof KeyTable.Settlement.Fenced f) {
-      return new Settlement.Fenced(f.current());
+      return table
+          .view(id(key), clockMs.getAsLong())
+          .filter(KeyTable.View::completed)
+          .<Settlement>map(v -> new Settlement.Completed(v.response()))
+          .orElse(new Settlement.Fenced(f.current()));
     }
     throw new IllegalArgumentException(((KeyTable.Settlement.Invalid) s).reason());
   }
@@ -84,32 +88,27 @@ final class CoreKeyStore implements KeyStore {
   @Override
   public CompletionStage<Settlement> complete(IdempotencyKey key, long token, byte[] response) {
     return call(
-        key, () -> settlement(table.complete(id(key), token, response, clockMs.getAsLong())));
+        key, () -> settlement(key, table.complete(id(key), token, response, clockMs.getAsLong())));
   }
 
   /**
    * Applies an effect, a {@link Runnable} (it must throw before changing anything if it refuses),
    * and the completion under one lock, only while {@code token} owns the key: both or neither.
-   * Other effect types fail the stage with {@link IllegalArgumentException}.
    */
   @Override
   public CompletionStage<Settlement> completeWith(
-      IdempotencyKey key, long token, byte[] response, Object effect) {
-    if (effect == null) {
+      IdempotencyKey key, long token, byte[] response, Runnable write) {
+    if (write == null) {
       return complete(key, token, response);
-    }
-    if (!(effect instanceof Runnable write)) {
-      return CompletableFuture.failedFuture(
-          new IllegalArgumentException("effects here are Runnables, got " + effect.getClass()));
     }
     if (failing.get()) {
       return CompletableFuture.failedFuture(
           new KeyStoreException(key, "connection to the store lost", null));
     }
     synchronized (table) {
-      if (table.currentToken(id(key)) != token) {
+      if (!table.isOwner(id(key), token)) {
         return CompletableFuture.completedFuture(
-            new Settlement.Fenced(table.currentToken(id(key))));
+            settlement(key, new KeyTable.Settlement.Fenced(table.currentToken(id(key)))));
       }
       try {
         write.run();
@@ -117,20 +116,27 @@ final class CoreKeyStore implements KeyStore {
         return CompletableFuture.failedFuture(refused);
       }
       return CompletableFuture.completedFuture(
-          settlement(table.complete(id(key), token, response, clockMs.getAsLong())));
+          settlement(key, table.complete(id(key), token, response, clockMs.getAsLong())));
     }
   }
 
   @Override
+  public Class<?> effectType() {
+    return Runnable.class;
+  }
+
+  @Override
   public CompletionStage<Settlement> release(IdempotencyKey key, long token) {
-    return call(key, () -> settlement(table.release(id(key), token, clockMs.getAsLong())));
+    return call(key, () -> settlement(key, table.release(id(key), token, clockMs.getAsLong())));
   }
 
   @Override
   public CompletionStage<Settlement> renew(IdempotencyKey key, long token, Duration extension) {
     return call(
         key,
-        () -> settlement(table.renew(id(key), token, extension.toMillis(), clockMs.getAsLong())));
+        () ->
+            settlement(
+                key, table.renew(id(key), token, extension.toMillis(), clockMs.getAsLong())));
   }
 
   long currentToken(IdempotencyKey key) {

@@ -15,12 +15,12 @@ class CoreKeyStoreContractTest extends KeyStoreContract {
   }
 
   @Override
-  protected KeyStore store() {
+  protected KeyStore<?> store() {
     return store;
   }
 
   @Override
-  protected KeyStore unreachableStore() {
+  protected KeyStore<?> unreachableStore() {
     return lost;
   }
 }

@@ -3,9 +3,13 @@ package io.idem.keys;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.idem.keys.spi.Acquisition;
+import io.idem.keys.spi.KeyStore;
+import io.idem.keys.spi.Settlement;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -25,7 +29,7 @@ class IdempotentExecutorTest {
   final CoreKeyStore realTime = new CoreKeyStore(System::currentTimeMillis);
   final CoreKeyStore manual = new CoreKeyStore(manualClock::get);
   final AtomicInteger runs = new AtomicInteger();
-  IdempotentExecutor executor;
+  IdempotentExecutor<Runnable> executor;
 
   @AfterEach
   void close() {
@@ -176,7 +180,8 @@ class IdempotentExecutorTest {
             .inProgressTimeout(Duration.ofSeconds(30))
             .renewEvery(Duration.ZERO)
             .build();
-    IdempotentExecutor other = IdempotentExecutor.builder(manual).renewEvery(Duration.ZERO).build();
+    IdempotentExecutor<Runnable> other =
+        IdempotentExecutor.builder(manual).renewEvery(Duration.ZERO).build();
     try {
       assertThatThrownBy(
               () ->
@@ -191,11 +196,112 @@ class IdempotentExecutorTest {
                             .startsWith("taken over@");
                         return "stale";
                       }))
-          .isInstanceOf(KeyFencedException.class);
+          .isInstanceOfSatisfying(
+              KeyFencedException.class,
+              e -> {
+                // Not "someone holds it": the other owner finished, and this is its outcome.
+                assertThat(e.completedByAnother()).isTrue();
+                assertThat(e.otherOutcome(TEXT)).startsWith("taken over@");
+                assertThat(e).hasMessageContaining("another owner completed the key first");
+              });
       assertThat(other.execute(KEY, FP, TEXT, charge("never"))).startsWith("taken over@");
     } finally {
       other.close();
     }
+  }
+
+  @Test
+  void anOwnerOvertakenByAnOwnerStillRunningIsFencedWithoutAnOutcome() throws Exception {
+    executor =
+        IdempotentExecutor.builder(manual)
+            .inProgressTimeout(Duration.ofSeconds(30))
+            .renewEvery(Duration.ZERO)
+            .build();
+    assertThatThrownBy(
+            () ->
+                executor.execute(
+                    KEY,
+                    FP,
+                    TEXT,
+                    token -> {
+                      manualClock.addAndGet(30_001);
+                      assertThat(
+                              manual.acquire(KEY, FP, Duration.ofSeconds(30), Duration.ofHours(1)))
+                          .succeedsWithin(Duration.ofSeconds(5))
+                          .isInstanceOf(Acquisition.Acquired.class);
+                      return "stale";
+                    }))
+        .isInstanceOfSatisfying(
+            KeyFencedException.class,
+            e -> {
+              assertThat(e.completedByAnother()).isFalse();
+              assertThat(e.otherResponse()).isEmpty();
+              assertThatThrownBy(() -> e.otherOutcome(TEXT))
+                  .isInstanceOf(IllegalStateException.class);
+            });
+  }
+
+  @Test
+  void anAcquireWhoseAnswerCameAfterTheStoreTimeoutIsReleasedWhenItComes() throws Exception {
+    // The store applies the acquire at once but its answer is held back, as behind a paused
+    // network or a stopped server: the caller gives up, and the key must not stay held by nobody.
+    CompletableFuture<Void> network = new CompletableFuture<>();
+    KeyStore<Runnable> slow = delayedAcquires(realTime, network);
+    try (IdempotentExecutor<Runnable> impatient =
+        IdempotentExecutor.builder(slow).storeTimeout(Duration.ofMillis(200)).build()) {
+      assertThatThrownBy(() -> impatient.execute(KEY, FP, TEXT, charge("never")))
+          .isInstanceOf(KeyStoreException.class)
+          .hasMessageContaining("did not answer within");
+    }
+    assertThat(realTime.currentToken(KEY)).as("the acquire landed").isPositive();
+    network.complete(null); // the answer arrives
+    executor = IdempotentExecutor.builder(realTime).build();
+    assertThat(executor.execute(KEY, FP, TEXT, charge("retry"))).startsWith("retry@");
+    assertThat(runs).hasValue(1);
+  }
+
+  @Test
+  void aDuplicateThatGivesUpLearnsHowLongTheOwnerHoldsTheKey() throws Exception {
+    assertThat(realTime.acquire(KEY, FP, Duration.ofSeconds(20), Duration.ofHours(1)))
+        .succeedsWithin(Duration.ofSeconds(5))
+        .isInstanceOf(Acquisition.Acquired.class);
+    executor = IdempotentExecutor.builder(realTime).build();
+    assertThatThrownBy(() -> executor.execute(KEY, FP, TEXT, charge("never")))
+        .isInstanceOfSatisfying(
+            KeyInProgressException.class,
+            e ->
+                assertThat(e.retryAfter())
+                    .isGreaterThan(Duration.ofSeconds(15))
+                    .isLessThanOrEqualTo(Duration.ofSeconds(20)));
+    assertThat(runs).hasValue(0);
+  }
+
+  /** {@code inner}, whose acquire answers wait for {@code network} (applied at once). */
+  private static KeyStore<Runnable> delayedAcquires(
+      CoreKeyStore inner, CompletableFuture<Void> network) {
+    return new KeyStore<>() {
+      @Override
+      public CompletionStage<Acquisition> acquire(
+          IdempotencyKey k, Fingerprint f, Duration t, Duration r) {
+        CompletionStage<Acquisition> applied = inner.acquire(k, f, t, r);
+        return network.thenCompose(v -> applied);
+      }
+
+      @Override
+      public CompletionStage<Settlement> complete(IdempotencyKey k, long token, byte[] response) {
+        return inner.complete(k, token, response);
+      }
+
+      @Override
+      public CompletionStage<Settlement> release(IdempotencyKey k, long token) {
+        return inner.release(k, token);
+      }
+
+      @Override
+      public CompletionStage<Settlement> renew(IdempotencyKey k, long token, Duration extension) {
+        return inner.renew(k, token, extension);
+      }
+    };
   }
 
   @Test
@@ -268,7 +374,7 @@ class IdempotentExecutorTest {
     assertThat(first.get(10, TimeUnit.SECONDS)).isEqualTo("r1");
     assertThat(runs).hasValue(1);
 
-    IdempotentExecutor waits =
+    IdempotentExecutor<Runnable> waits =
         IdempotentExecutor.builder(realTime).waitForResult(Duration.ofSeconds(10)).build();
     try {
       IdempotencyKey other = new IdempotencyKey("shop-1", "payment-43");
@@ -370,8 +476,8 @@ class IdempotentExecutorTest {
   @Test
   void aStoreWithoutEffectsRefusesOneAndReleasesTheKey() throws Exception {
     CoreKeyStore inner = realTime;
-    io.idem.keys.spi.KeyStore plain =
-        new io.idem.keys.spi.KeyStore() { // only the SPI's required methods: no effects
+    io.idem.keys.spi.KeyStore<Runnable> plain =
+        new io.idem.keys.spi.KeyStore<>() { // only the SPI's required methods: no effects
           @Override
           public java.util.concurrent.CompletionStage<io.idem.keys.spi.Acquisition> acquire(
               IdempotencyKey k, Fingerprint f, Duration t, Duration r) {

@@ -47,13 +47,13 @@ public abstract class KeyStoreContract {
   private final String scope = "contract-" + UUID.randomUUID();
 
   /** The store under test. The same instance may be returned to every case. */
-  protected abstract KeyStore store();
+  protected abstract KeyStore<?> store();
 
   /**
    * A store of the same kind whose server cannot be reached (stopped, or nothing listens on its
    * address), answering within a few seconds. The subclass owns and closes it.
    */
-  protected abstract KeyStore unreachableStore();
+  protected abstract KeyStore<?> unreachableStore();
 
   /** The largest response the store accepts; one byte more is refused. Default 64 KiB. */
   protected int maxResponseBytes() {
@@ -127,14 +127,14 @@ public abstract class KeyStoreContract {
   }
 
   @Test
-  void anOwnersCompleteReleaseOrRenewOfACompletedKeyIsFencedAndTheResponseStays() {
+  void anOwnersCompleteReleaseOrRenewOfACompletedKeyAnswersTheStoredOutcomeAndChangesNothing() {
     IdempotencyKey k = key("completed");
     Acquisition.Acquired a = acquired(acquire(k, FP, LONG));
     assertThat(join(store().complete(k, a.token(), utf8("first")))).isEqualTo(done());
-    assertThat(join(store().release(k, a.token()))).isEqualTo(new Settlement.Fenced(0));
-    assertThat(join(store().renew(k, a.token(), LONG))).isEqualTo(new Settlement.Fenced(0));
-    assertThat(join(store().complete(k, a.token(), utf8("second"))))
-        .isEqualTo(new Settlement.Fenced(0));
+    Settlement first = new Settlement.Completed(utf8("first"));
+    assertThat(join(store().release(k, a.token()))).isEqualTo(first);
+    assertThat(join(store().renew(k, a.token(), LONG))).isEqualTo(first);
+    assertThat(join(store().complete(k, a.token(), utf8("second")))).isEqualTo(first);
     assertThat(acquire(k, FP, LONG)).isEqualTo(new Acquisition.Completed(utf8("first")));
   }
 
@@ -155,8 +155,11 @@ public abstract class KeyStoreContract {
     assertThat(acquire(k, FP, LONG)).isEqualTo(inProgress(taken));
 
     assertThat(join(store().complete(k, taken.token(), utf8("fresh")))).isEqualTo(done());
-    assertThat(join(store().complete(k, old.token(), utf8("stale"))))
-        .isEqualTo(new Settlement.Fenced(0));
+    // The old owner learns that the key was completed, and with what: not "someone holds it".
+    Settlement completed = new Settlement.Completed(utf8("fresh"));
+    assertThat(join(store().complete(k, old.token(), utf8("stale")))).isEqualTo(completed);
+    assertThat(join(store().release(k, old.token()))).isEqualTo(completed);
+    assertThat(join(store().renew(k, old.token(), HOUR))).isEqualTo(completed);
     assertThat(acquire(k, FP, LONG)).isEqualTo(new Acquisition.Completed(utf8("fresh")));
   }
 
@@ -296,7 +299,7 @@ public abstract class KeyStoreContract {
   @Test
   void theExecutorRunsAKeyOnceAndReplaysItsResult() throws Exception {
     AtomicInteger runs = new AtomicInteger();
-    try (IdempotentExecutor ex = IdempotentExecutor.builder(store()).build()) {
+    try (IdempotentExecutor<?> ex = IdempotentExecutor.builder(store()).build()) {
       IdempotencyKey k = key("executor");
       List<String> answers = new ArrayList<>();
       for (int i = 0; i < 3; i++) {
@@ -316,7 +319,7 @@ public abstract class KeyStoreContract {
   @Test
   void theExecutorRunsAFailedOperationAgainAndReplaysAStoredFailure() throws Exception {
     AtomicInteger runs = new AtomicInteger();
-    try (IdempotentExecutor ex =
+    try (IdempotentExecutor<?> ex =
         IdempotentExecutor.builder(store()).storeFailures(IllegalStateException.class).build()) {
       IdempotencyKey k = key("fails");
       IdempotentExecutor.Operation<String> flaky =
@@ -341,7 +344,7 @@ public abstract class KeyStoreContract {
   void concurrentDuplicatesWaitForTheOneRunOrFailAtOnce() throws Exception {
     AtomicInteger runs = new AtomicInteger();
     ExecutorService pool = Executors.newFixedThreadPool(4);
-    try (IdempotentExecutor ex =
+    try (IdempotentExecutor<?> ex =
         IdempotentExecutor.builder(store()).waitForResult(Duration.ofSeconds(30)).build()) {
       IdempotencyKey k = key("duplicates");
       List<Future<String>> calls = new ArrayList<>();
@@ -365,7 +368,7 @@ public abstract class KeyStoreContract {
     } finally {
       pool.shutdownNow();
     }
-    try (IdempotentExecutor ex = IdempotentExecutor.builder(store()).build()) {
+    try (IdempotentExecutor<?> ex = IdempotentExecutor.builder(store()).build()) {
       IdempotencyKey k = key("held");
       acquired(acquire(k, FP, LONG));
       assertThatThrownBy(
@@ -378,14 +381,14 @@ public abstract class KeyStoreContract {
   @Test
   void anUnreachableStoreIsNeverAYes() {
     IdempotencyKey k = key("unreachable");
-    KeyStore lost = unreachableStore();
+    KeyStore<?> lost = unreachableStore();
     assertThatThrownBy(() -> join(lost.acquire(k, FP, LONG, HOUR)))
         .isInstanceOf(CompletionException.class)
         .hasCauseInstanceOf(KeyStoreException.class);
     assertThatThrownBy(() -> join(lost.complete(k, 1, utf8("x"))))
         .hasCauseInstanceOf(KeyStoreException.class);
     AtomicInteger runs = new AtomicInteger();
-    try (IdempotentExecutor ex = IdempotentExecutor.builder(lost).build()) {
+    try (IdempotentExecutor<?> ex = IdempotentExecutor.builder(lost).build()) {
       assertThatThrownBy(
               () ->
                   ex.execute(

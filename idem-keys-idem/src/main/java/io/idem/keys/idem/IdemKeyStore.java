@@ -5,13 +5,17 @@ import io.idem.client.IdemClient;
 import io.idem.client.IdemException;
 import io.idem.client.InvalidArgumentException;
 import io.idem.client.KeyAcquisition;
+import io.idem.client.KeyRecord;
 import io.idem.client.KeySettlement;
 import io.idem.client.LeaseNotFoundException;
+import io.idem.client.NoSpaceException;
+import io.idem.client.QuotaExceededException;
 import io.idem.client.Write;
 import io.idem.client.WrongTypeException;
 import io.idem.keys.Fingerprint;
 import io.idem.keys.IdempotencyKey;
 import io.idem.keys.KeyStoreException;
+import io.idem.keys.KeyStoreFullException;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.KeyStore;
 import io.idem.keys.spi.Settlement;
@@ -33,11 +37,13 @@ import java.util.function.Supplier;
  * IdemClient#fenced} guards other writes with the token.
  *
  * <p>Errors: an {@link InvalidArgumentException} (a part out of the cluster's bounds) fails the
- * stage with {@link IllegalArgumentException}; every other client failure (not sent, outcome
- * unknown, session lost) with {@link KeyStoreException}, never with a yes. Thread-safe; it does not
- * block: stages complete on the client's worker pool.
+ * stage with {@link IllegalArgumentException}; a refusal for the principal's quota or the cluster's
+ * backend budget ({@link QuotaExceededException}, {@link NoSpaceException}) with {@link
+ * KeyStoreFullException}; every other client failure (not sent, outcome unknown, session lost) with
+ * {@link KeyStoreException}, never with a yes. Thread-safe; it does not block: stages complete on
+ * the client's worker pool.
  */
-public final class IdemKeyStore implements KeyStore {
+public final class IdemKeyStore implements KeyStore<Write> {
   private final IdemClient client;
 
   private IdemKeyStore(IdemClient client) {
@@ -76,35 +82,34 @@ public final class IdemKeyStore implements KeyStore {
   public CompletionStage<Settlement> complete(
       IdempotencyKey key, long token, byte[] response, Write effect) {
     return call(key, () -> client.completeKeyAsync(key.scope(), key.key(), token, response, effect))
-        .thenApply(IdemKeyStore::settlement);
+        .thenCompose(s -> settlement(key, s));
   }
 
   /**
-   * The {@link KeyStore#completeWith} of this store: {@code effect} is a {@link Write} (or null),
-   * applied as {@link #complete(IdempotencyKey, long, byte[], Write)} does; another type fails the
-   * stage with {@link IllegalArgumentException} and changes nothing.
+   * The {@link KeyStore#completeWith} of this store: as {@link #complete(IdempotencyKey, long,
+   * byte[], Write)}.
    */
   @Override
   public CompletionStage<Settlement> completeWith(
-      IdempotencyKey key, long token, byte[] response, Object effect) {
-    if (effect != null && !(effect instanceof Write)) {
-      return CompletableFuture.failedFuture(
-          new IllegalArgumentException(
-              "the Idem store's effects are io.idem.client.Write, got " + effect.getClass()));
-    }
-    return complete(key, token, response, (Write) effect);
+      IdempotencyKey key, long token, byte[] response, Write effect) {
+    return complete(key, token, response, effect);
+  }
+
+  @Override
+  public Class<?> effectType() {
+    return Write.class;
   }
 
   @Override
   public CompletionStage<Settlement> release(IdempotencyKey key, long token) {
     return call(key, () -> client.releaseKeyAsync(key.scope(), key.key(), token))
-        .thenApply(IdemKeyStore::settlement);
+        .thenCompose(s -> settlement(key, s));
   }
 
   @Override
   public CompletionStage<Settlement> renew(IdempotencyKey key, long token, Duration extension) {
     return call(key, () -> client.renewKeyAsync(key.scope(), key.key(), token, extension))
-        .thenApply(IdemKeyStore::settlement);
+        .thenCompose(s -> settlement(key, s));
   }
 
   /**
@@ -140,6 +145,13 @@ public final class IdemKeyStore implements KeyStore {
     if (t instanceof InvalidArgumentException) {
       return new IllegalArgumentException(t.getMessage(), t);
     }
+    if (t instanceof QuotaExceededException || t instanceof NoSpaceException) {
+      return new KeyStoreFullException(
+          key,
+          "the Idem cluster refused the key: " + t.getMessage(),
+          t instanceof QuotaExceededException,
+          t);
+    }
     if (t instanceof CasMismatchException
         || t instanceof WrongTypeException
         || t instanceof LeaseNotFoundException) {
@@ -164,10 +176,25 @@ public final class IdemKeyStore implements KeyStore {
     return new Acquisition.Mismatch();
   }
 
-  private static Settlement settlement(KeySettlement s) {
+  /**
+   * The store's answer. The cluster answers a token that no longer owns the key with the current
+   * owner's token, 0 if none; for 0, a linearizable read (after the refusal in the log) tells a
+   * completed key, whose outcome it answers, from a key that is gone. A completed record only goes
+   * away at the end of its retention, so the read sees the state that refused.
+   */
+  private CompletionStage<Settlement> settlement(IdempotencyKey key, KeySettlement s) {
     if (s instanceof KeySettlement.Settled d) {
-      return new Settlement.Done(d.deadlineMs());
+      return CompletableFuture.completedFuture(new Settlement.Done(d.deadlineMs()));
     }
-    return new Settlement.Fenced(((KeySettlement.Fenced) s).currentToken());
+    long current = ((KeySettlement.Fenced) s).currentToken();
+    if (current != 0) {
+      return CompletableFuture.completedFuture(new Settlement.Fenced(current));
+    }
+    return call(key, () -> client.getKeyAsync(key.scope(), key.key()))
+        .thenApply(
+            r ->
+                r.filter(KeyRecord::completed)
+                    .<Settlement>map(c -> new Settlement.Completed(c.response()))
+                    .orElse(new Settlement.Fenced(0)));
   }
 }

@@ -12,10 +12,15 @@ import io.idem.keys.Fingerprint;
 import io.idem.keys.IdempotencyKey;
 import io.idem.keys.IdempotentExecutor;
 import io.idem.keys.KeyStoreContract;
+import io.idem.keys.KeyStoreFullException;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.KeyStore;
 import io.idem.keys.spi.Settlement;
+import io.idem.proto.Code;
+import io.idem.proto.ConfigureRequest;
+import io.idem.proto.Quotas;
 import io.idem.testkit.LocalCluster;
+import io.idem.testkit.RawSession;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -62,19 +67,19 @@ class IdemKeyStoreTest extends KeyStoreContract {
   }
 
   @Override
-  protected KeyStore store() {
+  protected KeyStore<?> store() {
     return store;
   }
 
   @Override
-  protected KeyStore unreachableStore() {
+  protected KeyStore<?> unreachableStore() {
     return IdemKeyStore.over(nobody);
   }
 
   @Test
   void theTokenTheOperationSeesIsTheOneInTheKeysRecord() throws Exception {
     AtomicInteger runs = new AtomicInteger();
-    try (IdempotentExecutor ex = IdempotentExecutor.builder(store).build()) {
+    try (var ex = IdempotentExecutor.builder(store).build()) {
       IdempotencyKey key = new IdempotencyKey("acme", "order-1");
       Fingerprint fp = Fingerprint.of(utf8("100 EUR"));
       List<String> answers = new ArrayList<>();
@@ -157,7 +162,7 @@ class IdemKeyStoreTest extends KeyStoreContract {
   void theExecutorsEffectIsTheCompletionsWriteAppliedOnce() throws Exception {
     client.put("balance/8", "100");
     AtomicInteger runs = new AtomicInteger();
-    try (IdempotentExecutor ex = IdempotentExecutor.builder(store).build()) {
+    try (var ex = IdempotentExecutor.builder(store).build()) {
       IdempotencyKey key = new IdempotencyKey("acme", "payment-8");
       for (int i = 0; i < 3; i++) {
         String answer =
@@ -175,19 +180,60 @@ class IdemKeyStoreTest extends KeyStoreContract {
       }
       assertThat(runs).hasValue(1);
       assertThat(client.get("balance/8").orElseThrow().valueAsString()).isEqualTo("70");
-      // Another effect type is refused before anything is sent; the key is released.
+      // Another effect type does not compile; forced through an unchecked cast, it is refused
+      // before anything is sent, and the key is released.
+      @SuppressWarnings("unchecked")
+      var raw = (IdempotentExecutor<Object>) (IdempotentExecutor<?>) ex;
       IdempotencyKey other = new IdempotencyKey("acme", "payment-9");
       assertThatThrownBy(
               () ->
-                  ex.execute(
+                  raw.execute(
                       other,
                       Fingerprint.none(),
                       Duration.ZERO,
                       IdempotentExecutor.Codec.utf8(),
                       token -> IdempotentExecutor.Outcome.withEffect("x", "not a write")))
-          .isInstanceOf(IllegalArgumentException.class)
-          .hasMessageContaining("io.idem.client.Write");
+          .isInstanceOf(ClassCastException.class);
       assertThat(client.getKey("acme", "payment-9")).isEmpty();
     }
+  }
+
+  @Test
+  void aKeyOverThePrincipalsQuotaIsRefusedAsFullAndNothingRuns() throws Exception {
+    IdempotencyKey k = new IdempotencyKey("quota", "one-too-many");
+    AtomicInteger runs = new AtomicInteger();
+    try (RawSession admin = new RawSession(cluster.clientAddress(0))) {
+      // With auth off, every client is one principal: a quota of 1 is below what it holds.
+      configureKeyRecords(admin, 1);
+      try (var ex = IdempotentExecutor.builder(store).build()) {
+        assertThatThrownBy(
+                () ->
+                    ex.execute(
+                        k,
+                        Fingerprint.none(),
+                        IdempotentExecutor.Codec.utf8(),
+                        t -> "" + runs.get()))
+            .isInstanceOfSatisfying(
+                KeyStoreFullException.class, e -> assertThat(e.quota()).isTrue())
+            .hasMessageContaining("quota key_records");
+      } finally {
+        configureKeyRecords(admin, 1_000_000);
+      }
+    }
+    assertThat(runs).hasValue(0);
+    assertThat(
+            join(store.acquire(k, Fingerprint.none(), Duration.ofMinutes(1), Duration.ofHours(1))))
+        .isInstanceOf(Acquisition.Acquired.class);
+  }
+
+  private static void configureKeyRecords(RawSession admin, long n) {
+    assertThat(
+            admin
+                .configure(
+                    ConfigureRequest.newBuilder()
+                        .setQuotas(Quotas.newBuilder().setKeyRecords(n))
+                        .build())
+                .getCode())
+        .isEqualTo(Code.OK);
   }
 }

@@ -38,6 +38,9 @@ final class KeyCalls {
   private static final String RENEW =
       "SELECT done, current, deadline_ms FROM idem_key_renew(?, ?, ?, ?)";
   private static final String PURGE = "SELECT idem_keys_purge(?)";
+  private static final String COMPLETED =
+      "SELECT response FROM idem_keys WHERE scope = ? AND key = ? AND state = 'completed'"
+          + " AND expires_at >= statement_timestamp()";
 
   private final int queryTimeoutSeconds;
 
@@ -131,39 +134,70 @@ final class KeyCalls {
 
   Settlement complete(Connection c, IdempotencyKey key, long token, byte[] response)
       throws SQLException {
+    long current;
     try (PreparedStatement s = prepare(c, COMPLETE)) {
       s.setString(1, key.scope());
       s.setString(2, key.key());
       s.setLong(3, token);
       s.setBytes(4, response);
       try (ResultSet r = one(s)) {
-        return r.getBoolean(1) ? new Settlement.Done(0) : new Settlement.Fenced(r.getLong(2));
+        if (r.getBoolean(1)) {
+          return new Settlement.Done(0);
+        }
+        current = r.getLong(2);
       }
     }
+    return notOwned(c, key, current);
   }
 
   Settlement release(Connection c, IdempotencyKey key, long token) throws SQLException {
+    long current;
     try (PreparedStatement s = prepare(c, RELEASE)) {
       s.setString(1, key.scope());
       s.setString(2, key.key());
       s.setLong(3, token);
       try (ResultSet r = one(s)) {
-        return r.getBoolean(1) ? new Settlement.Done(0) : new Settlement.Fenced(r.getLong(2));
+        if (r.getBoolean(1)) {
+          return new Settlement.Done(0);
+        }
+        current = r.getLong(2);
       }
     }
+    return notOwned(c, key, current);
   }
 
   Settlement renew(Connection c, IdempotencyKey key, long token, long extensionMs)
       throws SQLException {
+    long current;
     try (PreparedStatement s = prepare(c, RENEW)) {
       s.setString(1, key.scope());
       s.setString(2, key.key());
       s.setLong(3, token);
       s.setLong(4, extensionMs);
       try (ResultSet r = one(s)) {
-        return r.getBoolean(1)
-            ? new Settlement.Done(r.getLong(3))
-            : new Settlement.Fenced(r.getLong(2));
+        if (r.getBoolean(1)) {
+          return new Settlement.Done(r.getLong(3));
+        }
+        current = r.getLong(2);
+      }
+    }
+    return notOwned(c, key, current);
+  }
+
+  /**
+   * The answer to a token that no longer owns the key: the key functions answer the current owner's
+   * token, 0 if none; for 0, a read tells a completed key (its outcome) from one that is gone. A
+   * completed record stays so until its retention ends, so the read sees what refused.
+   */
+  private Settlement notOwned(Connection c, IdempotencyKey key, long current) throws SQLException {
+    if (current != 0) {
+      return new Settlement.Fenced(current);
+    }
+    try (PreparedStatement s = prepare(c, COMPLETED)) {
+      s.setString(1, key.scope());
+      s.setString(2, key.key());
+      try (ResultSet r = s.executeQuery()) {
+        return r.next() ? new Settlement.Completed(r.getBytes(1)) : new Settlement.Fenced(0);
       }
     }
   }

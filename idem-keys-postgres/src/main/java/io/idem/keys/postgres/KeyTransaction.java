@@ -109,6 +109,11 @@ final class KeyTransaction {
     try {
       value = work.run(c, token);
     } catch (Exception e) {
+      KeyStoreException lost = connectionLost(e);
+      if (lost != null) {
+        rollback(lost);
+        throw lost;
+      }
       if (beforeWork != null && stored(e)) {
         storeFailure(token, beforeWork, e);
       } else {
@@ -224,6 +229,49 @@ final class KeyTransaction {
       rollback(out);
       throw out;
     }
+  }
+
+  /**
+   * The store's failure for a work that failed because the connection broke (an SQLException in its
+   * causes with SQLSTATE class 08, connection exception, or 57P, operator intervention such as a
+   * terminated backend; or the connection is closed), or null if it failed for its own reasons. The
+   * transaction did not commit: neither the key nor the work's writes were stored.
+   */
+  private KeyStoreException connectionLost(Exception e) {
+    SQLException sql = null;
+    for (Throwable t = e; t != null && sql == null; t = t.getCause()) {
+      if (t instanceof SQLException x) {
+        sql = x;
+      }
+    }
+    if (sql == null) {
+      return null;
+    }
+    String state = sql.getSQLState();
+    boolean lost = state != null && (state.startsWith("08") || state.startsWith("57P"));
+    if (!lost) {
+      try {
+        lost = c.isClosed();
+      } catch (SQLException closed) {
+        lost = true;
+      }
+    }
+    if (!lost) {
+      return null;
+    }
+    KeyStoreException out =
+        new KeyStoreException(
+            key,
+            "the connection to PostgreSQL broke during the work (SQLSTATE "
+                + state
+                + ": "
+                + sql.getMessage()
+                + "); the transaction did not commit, and retrying with the same key is safe",
+            sql);
+    if (sql != e) {
+      out.addSuppressed(e);
+    }
+    return out;
   }
 
   /**

@@ -10,6 +10,7 @@ import io.idem.keys.KeyStoreException;
 import io.idem.keys.StoredFailureException;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.KeyStore;
+import io.idem.keys.spi.NoEffect;
 import io.idem.keys.spi.Settlement;
 import java.sql.Connection;
 import java.sql.SQLException;
@@ -69,7 +70,7 @@ import javax.sql.DataSource;
  * Builder#statementTimeout}, a full queue, a closed store) is a {@link KeyStoreException}: the
  * outcome is unknown, never a yes, and retrying with the same key is safe.
  */
-public final class PostgresKeyStore implements KeyStore, AutoCloseable {
+public final class PostgresKeyStore implements KeyStore<NoEffect>, AutoCloseable {
 
   /** Default {@link Builder#statementTimeout}: 5 s. */
   public static final Duration DEFAULT_STATEMENT_TIMEOUT = Duration.ofSeconds(5);
@@ -285,7 +286,8 @@ public final class PostgresKeyStore implements KeyStore, AutoCloseable {
    * @throws KeyFencedException the key changed hands during the transaction, which can only happen
    *     if its locks were let go early; nothing was written
    * @throws KeyStoreException the database failed; if at the commit, the outcome is unknown; a
-   *     retry with the same key is safe
+   *     retry with the same key is safe. This includes a connection that broke while the work ran
+   *     (the work's SQLException, SQLSTATE class 08 or 57P, is the cause): nothing committed
    * @throws IllegalArgumentException a bad part, or a response over {@link
    *     Builder#maxResponseBytes} (nothing was written)
    * @throws IllegalStateException the connection is inside a transaction; or the work returned

@@ -84,12 +84,12 @@ class PostgresKeyStoreTest extends KeyStoreContract {
   }
 
   @Override
-  protected KeyStore store() {
+  protected KeyStore<?> store() {
     return store;
   }
 
   @Override
-  protected KeyStore unreachableStore() {
+  protected KeyStore<?> unreachableStore() {
     return unreachable;
   }
 
@@ -268,7 +268,7 @@ class PostgresKeyStoreTest extends KeyStoreContract {
     IdempotencyKey k = key("stale-executor");
     CountDownLatch running = new CountDownLatch(1);
     CountDownLatch takenOver = new CountDownLatch(1);
-    try (IdempotentExecutor ex =
+    try (var ex =
         IdempotentExecutor.builder(store())
             .inProgressTimeout(SHORT)
             .renewEvery(Duration.ZERO)

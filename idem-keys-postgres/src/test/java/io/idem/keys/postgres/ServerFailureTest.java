@@ -88,7 +88,7 @@ class ServerFailureTest {
     assertThatThrownBy(store::purgeExpired).isInstanceOf(KeyStoreException.class);
 
     AtomicInteger runs = new AtomicInteger();
-    try (IdempotentExecutor ex = IdempotentExecutor.builder(store).build()) {
+    try (var ex = IdempotentExecutor.builder(store).build()) {
       assertThatThrownBy(
               () ->
                   ex.execute(

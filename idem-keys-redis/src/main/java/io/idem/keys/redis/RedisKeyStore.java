@@ -3,11 +3,13 @@ package io.idem.keys.redis;
 import io.idem.keys.Fingerprint;
 import io.idem.keys.IdempotencyKey;
 import io.idem.keys.KeyStoreException;
+import io.idem.keys.KeyStoreFullException;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.KeyStore;
 import io.idem.keys.spi.Settlement;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisCommandExecutionException;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.SocketOptions;
 import io.lettuce.core.TimeoutOptions;
@@ -82,7 +84,7 @@ import java.util.function.Function;
  * {@link #close()} closes the store's connection, and the client too if the store created it from a
  * URI; a client passed in stays the caller's to shut down.
  */
-public final class RedisKeyStore implements KeyStore, AutoCloseable {
+public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable {
 
   /** Default {@link Builder#prefix}. */
   public static final String DEFAULT_PREFIX = "idem:keys";
@@ -199,25 +201,6 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
    *     written, the key still in progress under {@code token}), and with {@link KeyStoreException}
    *     if the outcome is unknown
    */
-  /**
-   * The executor's way to the effect above ({@link KeyStore#completeWith}): a {@link RedisEffect}
-   * is applied with the completion; any other effect type is refused with {@link
-   * IllegalArgumentException} before anything is sent.
-   */
-  @Override
-  public CompletionStage<Settlement> completeWith(
-      IdempotencyKey key, long token, byte[] response, Object effect) {
-    if (effect == null || effect instanceof RedisEffect) {
-      return complete(key, token, response, (RedisEffect) effect);
-    }
-    return CompletableFuture.failedFuture(
-        new IllegalArgumentException(
-            "the Redis store applies a "
-                + RedisEffect.class.getName()
-                + " with a completion, not a "
-                + effect.getClass().getName()));
-  }
-
   public CompletionStage<Settlement> complete(
       IdempotencyKey key, long token, byte[] response, RedisEffect effect) {
     if (effect == null) {
@@ -260,6 +243,21 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
    */
   public String hashTag() {
     return hashTag;
+  }
+
+  /**
+   * The executor's way to the effect above ({@link KeyStore#completeWith}): as {@link
+   * #complete(IdempotencyKey, long, byte[], RedisEffect)}.
+   */
+  @Override
+  public CompletionStage<Settlement> completeWith(
+      IdempotencyKey key, long token, byte[] response, RedisEffect effect) {
+    return complete(key, token, response, effect);
+  }
+
+  @Override
+  public Class<?> effectType() {
+    return RedisEffect.class;
   }
 
   @Override
@@ -453,6 +451,14 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
     if (t instanceof TimeoutException) {
       return new KeyStoreException(key, "Redis did not answer within " + timeout, t);
     }
+    if (t instanceof RedisCommandExecutionException
+        && t.getMessage() != null
+        && t.getMessage().contains("OOM command not allowed")) {
+      // Refused before the script ran (or at its first write, which comes before any other):
+      // nothing was written.
+      return new KeyStoreFullException(
+          key, "Redis is at its maxmemory and refuses writes: " + t.getMessage(), false, t);
+    }
     return new KeyStoreException(key, "Redis did not settle it: " + t, t);
   }
 
@@ -477,6 +483,8 @@ public final class RedisKeyStore implements KeyStore, AutoCloseable {
         return new Settlement.Done(number(reply, 1));
       case "F":
         return new Settlement.Fenced(number(reply, 1));
+      case "C":
+        return new Settlement.Completed(bytes(reply, 1));
       default:
         throw unexpected(reply);
     }

@@ -112,8 +112,8 @@ local function acquire(record, fingerprint, timeout_ms, retention_ms, attempt)
 end
 
 -- complete: answers {'D', '0'} stored (and the effect applied), {'F', current} fenced (current: the
--- owner's token, '0' if none; nothing written), or {'E', error} the effect was refused (nothing
--- written).
+-- owner's token, '0' if none; nothing written), {'C', response} the key was already completed with
+-- the stored response (nothing written), or {'E', error} the effect was refused (nothing written).
 local function complete(record, token, response, effect_key, effect, arg1, arg2)
   local state, t, deadline, retention, _, fp, att, stored = read(record)
   if not state then
@@ -125,7 +125,7 @@ local function complete(record, token, response, effect_key, effect, arg1, arg2)
       return {'D', '0'} -- this very completion, resent by the client after a lost answer: its
                         -- effect was applied with it, the first time, and is not applied again
     end
-    return {'F', '0'}
+    return {'C', stored}
   end
   if not mine then
     return {'F', int(t)}
@@ -153,11 +153,14 @@ local function complete(record, token, response, effect_key, effect, arg1, arg2)
 end
 
 -- Whether token owns the key in progress: nil and the record's fields if it does; else the fenced
--- answer (current: the owner's token, '0' if none).
+-- answer (current: the owner's token, '0' if none), or {'C', response} if the key is completed.
 local function owned(record, token)
-  local state, t, _, retention, _, fp, att = read(record)
-  if not state or state == DONE then
+  local state, t, _, retention, _, fp, att, stored = read(record)
+  if not state then
     return {'F', '0'}
+  end
+  if state == DONE then
+    return {'C', stored}
   end
   if t ~= tonumber(token) then
     return {'F', int(t)}

@@ -66,8 +66,7 @@ class RedisEffectTest {
   void theExecutorsEffectRidesTheCompletionOnceAndAForeignEffectIsRefused() throws Exception {
     java.util.concurrent.atomic.AtomicInteger runs =
         new java.util.concurrent.atomic.AtomicInteger();
-    try (io.idem.keys.IdempotentExecutor ex =
-        io.idem.keys.IdempotentExecutor.builder(store).build()) {
+    try (var ex = io.idem.keys.IdempotentExecutor.builder(store).build()) {
       IdempotencyKey key = new IdempotencyKey("executor", "pay-1");
       for (int i = 0; i < 3; i++) {
         String answer =
@@ -85,18 +84,85 @@ class RedisEffectTest {
       }
       assertThat(runs).hasValue(1);
       assertThat(redis().get("{fx}:executor-balance")).isEqualTo("-30");
+      // An effect of another type does not compile (below); forced through an unchecked cast, it is
+      // refused before anything is sent, and the key is released.
+      @SuppressWarnings("unchecked")
+      var raw = (io.idem.keys.IdempotentExecutor<Object>) (io.idem.keys.IdempotentExecutor<?>) ex;
       IdempotencyKey other = new IdempotencyKey("executor", "pay-2");
       assertThatThrownBy(
               () ->
-                  ex.execute(
+                  raw.execute(
                       other,
                       Fingerprint.none(),
                       Duration.ZERO,
                       io.idem.keys.IdempotentExecutor.Codec.utf8(),
                       token -> io.idem.keys.IdempotentExecutor.Outcome.withEffect("x", "not one")))
-          .isInstanceOf(IllegalArgumentException.class)
-          .hasMessageContaining(RedisEffect.class.getName());
+          .isInstanceOf(ClassCastException.class);
       assertThat(redis().exists("{fx}:k:8:executor:pay-2")).isZero();
+    }
+  }
+
+  @Test
+  void anOperationThatHandsAnotherStoresEffectToTheRedisStoreDoesNotCompile() throws Exception {
+    String misfit =
+        """
+        import io.idem.keys.*;
+        import io.idem.keys.redis.*;
+        import java.time.Duration;
+
+        class Misfit {
+          static String run(RedisKeyStore store, IdempotencyKey key) throws Exception {
+            try (var ex = IdempotentExecutor.builder(store).build()) {
+              return ex.execute(key, Fingerprint.none(), Duration.ZERO,
+                  IdempotentExecutor.Codec.utf8(),
+                  token -> IdempotentExecutor.Outcome.withEffect("debited", EFFECT));
+            }
+          }
+        }
+        """;
+    assertThat(compile(misfit.replace("EFFECT", "RedisEffect.incrementBy(\"{fx}:b\", -1)")))
+        .as("the store's own effect compiles")
+        .isEmpty();
+    // A String stands for any other store's effect (an io.idem.client.Write, a Runnable...).
+    assertThat(compile(misfit.replace("EFFECT", "\"INCRBY balance -1\"")))
+        .as("another type of effect is a compile error")
+        .anySatisfy(error -> assertThat(error).contains("incompatible"));
+  }
+
+  /** Compiles {@code source} against this test's class path; the errors, empty if it compiled. */
+  private static java.util.List<String> compile(String source) throws java.io.IOException {
+    javax.tools.JavaCompiler javac = javax.tools.ToolProvider.getSystemJavaCompiler();
+    javax.tools.DiagnosticCollector<javax.tools.JavaFileObject> errors =
+        new javax.tools.DiagnosticCollector<>();
+    java.nio.file.Path out = java.nio.file.Files.createTempDirectory("misfit");
+    try {
+      javax.tools.JavaFileObject file =
+          new javax.tools.SimpleJavaFileObject(
+              java.net.URI.create("string:///Misfit.java"),
+              javax.tools.JavaFileObject.Kind.SOURCE) {
+            @Override
+            public CharSequence getCharContent(boolean ignoreEncodingErrors) {
+              return source;
+            }
+          };
+      javac
+          .getTask(
+              null,
+              null,
+              errors,
+              java.util.List.of(
+                  "-classpath", System.getProperty("java.class.path"), "-d", out.toString()),
+              null,
+              java.util.List.of(file))
+          .call();
+      return errors.getDiagnostics().stream()
+          .filter(d -> d.getKind() == javax.tools.Diagnostic.Kind.ERROR)
+          .map(d -> d.getMessage(java.util.Locale.ROOT))
+          .toList();
+    } finally {
+      try (var files = java.nio.file.Files.walk(out)) {
+        files.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+      }
     }
   }
 
@@ -142,7 +208,7 @@ class RedisEffectTest {
     assertThat(join(store.complete(k, second.token(), utf8("paid"), mine)))
         .isEqualTo(new Settlement.Done(0));
     assertThat(join(store.complete(k, first.token(), utf8("late"), mine)))
-        .isEqualTo(new Settlement.Fenced(0));
+        .isEqualTo(new Settlement.Completed(utf8("paid")));
     assertThat(redis().lrange("{fx}:stale:list", 0, -1)).containsExactly("second");
   }
 
@@ -166,7 +232,7 @@ class RedisEffectTest {
     }
     for (RedisEffect fx : everyKind("{fx}:gone")) {
       assertThat(join(store.complete(done, t1, utf8("other"), fx)))
-          .isEqualTo(new Settlement.Fenced(0));
+          .isEqualTo(new Settlement.Completed(utf8("paid")));
       assertThat(join(store.complete(released, t2, utf8("x"), fx)))
           .isEqualTo(new Settlement.Fenced(0));
       assertThat(join(store.complete(expired, t3, utf8("x"), fx)))
@@ -187,7 +253,7 @@ class RedisEffectTest {
     assertThat(redis().get("{fx}:resent:balance")).isEqualTo("7");
     // Another response under the same token is not a resend: refused, nothing applied.
     assertThat(join(store.complete(k, token, utf8("paid 8"), fx)))
-        .isEqualTo(new Settlement.Fenced(0));
+        .isEqualTo(new Settlement.Completed(utf8("paid 7")));
     assertThat(redis().get("{fx}:resent:balance")).isEqualTo("7");
   }
 

@@ -8,6 +8,7 @@ import io.idem.keys.IdempotencyKey;
 import io.idem.keys.IdempotentExecutor;
 import io.idem.keys.KeyStoreContract;
 import io.idem.keys.KeyStoreException;
+import io.idem.keys.KeyStoreFullException;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.KeyStore;
 import io.idem.keys.spi.Settlement;
@@ -85,12 +86,12 @@ class RedisKeyStoreTest extends KeyStoreContract {
   }
 
   @Override
-  protected KeyStore store() {
+  protected KeyStore<?> store() {
     return store;
   }
 
   @Override
-  protected KeyStore unreachableStore() {
+  protected KeyStore<?> unreachableStore() {
     return lost;
   }
 
@@ -112,7 +113,7 @@ class RedisKeyStoreTest extends KeyStoreContract {
         .isEqualTo(new Acquisition.Completed(utf8("paid")));
     // Ran once: a second run of the same completion would be refused by the record, not done.
     assertThat(join(store.complete(k, a.token(), utf8("other"))))
-        .isEqualTo(new Settlement.Fenced(0));
+        .isEqualTo(new Settlement.Completed(utf8("paid")));
   }
 
   @Test
@@ -162,7 +163,8 @@ class RedisKeyStoreTest extends KeyStoreContract {
     long token = Long.parseLong(text(first).split(" ")[1]);
     assertThat(join(store.complete(k, token, utf8("r")))).isEqualTo(new Settlement.Done(0));
     assertThat(join(store.complete(k, token, utf8("r")))).isEqualTo(new Settlement.Done(0));
-    assertThat(join(store.complete(k, token, utf8("s")))).isEqualTo(new Settlement.Fenced(0));
+    assertThat(join(store.complete(k, token, utf8("s"))))
+        .isEqualTo(new Settlement.Completed(utf8("r")));
   }
 
   @Test
@@ -170,7 +172,7 @@ class RedisKeyStoreTest extends KeyStoreContract {
     try (RedisServer own = RedisServer.start(dir.resolve("killed"), RedisServer.Aof.ALWAYS);
         RedisKeyStore s =
             RedisKeyStore.builder().uri(own.uri()).timeout(Duration.ofSeconds(2)).build();
-        IdempotentExecutor ex = IdempotentExecutor.builder(s).build()) {
+        var ex = IdempotentExecutor.builder(s).build()) {
       IdempotencyKey held = key("held");
       Acquisition.Acquired a = (Acquisition.Acquired) join(s.acquire(held, FP, LONG, HOUR));
       own.kill();
@@ -196,6 +198,34 @@ class RedisKeyStoreTest extends KeyStoreContract {
       assertThat(ex.execute(key("after"), FP, IdempotentExecutor.Codec.utf8(), t -> "ran"))
           .isEqualTo("ran");
     }
+  }
+
+  @Test
+  void aServerAtItsMaxmemoryRefusesAKeyAsFullWritingNothing() throws Exception {
+    IdempotencyKey k = key("oom");
+    AtomicInteger runs = new AtomicInteger();
+    redis().configSet("maxmemory", "1"); // below what it uses: every write is refused (noeviction)
+    try {
+      assertThatThrownBy(() -> join(store.acquire(k, FP, LONG, HOUR)))
+          .isInstanceOf(CompletionException.class)
+          .cause()
+          .isInstanceOfSatisfying(KeyStoreFullException.class, e -> assertThat(e.quota()).isFalse())
+          .hasMessageContaining("maxmemory");
+      try (var ex = IdempotentExecutor.builder(store).build()) {
+        assertThatThrownBy(
+                () ->
+                    ex.execute(
+                        k,
+                        FP,
+                        IdempotentExecutor.Codec.utf8(),
+                        t -> "ran " + runs.incrementAndGet()))
+            .isInstanceOf(KeyStoreFullException.class);
+      }
+    } finally {
+      redis().configSet("maxmemory", "0");
+    }
+    assertThat(runs).hasValue(0);
+    assertThat(join(store.acquire(k, FP, LONG, HOUR))).isInstanceOf(Acquisition.Acquired.class);
   }
 
   @Test
@@ -297,7 +327,8 @@ class RedisKeyStoreTest extends KeyStoreContract {
       }
       for (int i = 0; i < keys; i++) {
         assertThat(join(completes.get(2 * i))).isEqualTo(new Settlement.Done(0));
-        assertThat(join(completes.get(2 * i + 1))).isEqualTo(new Settlement.Fenced(0));
+        assertThat(join(completes.get(2 * i + 1)))
+            .isEqualTo(new Settlement.Completed(utf8("r" + i)));
         assertThat(join(s.acquire(key("b" + i), FP, LONG, HOUR)))
             .isEqualTo(new Acquisition.Completed(utf8("r" + i)));
       }

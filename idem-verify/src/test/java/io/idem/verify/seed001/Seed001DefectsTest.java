@@ -52,7 +52,7 @@ class Seed001DefectsTest {
         Seed001Client seedClient = new Seed001Client(redis.uri());
         RedisKeyStore store =
             RedisKeyStore.builder().uri(redis.uri()).timeout(Duration.ofSeconds(2)).build();
-        IdempotentExecutor ex = IdempotentExecutor.builder(store).build()) {
+        var ex = IdempotentExecutor.builder(store).build()) {
       Seed001 seed = seedClient.seed;
       IdempotentExecutor.Operation<String> debit = t -> "debited " + storeDebits.incrementAndGet();
 
@@ -86,7 +86,7 @@ class Seed001DefectsTest {
     try (RedisServer redis = RedisServer.start(dir, RedisServer.Aof.OFF);
         Seed001Client seedClient = new Seed001Client(redis.uri());
         RedisKeyStore store = RedisKeyStore.builder().uri(redis.uri()).build();
-        IdempotentExecutor ex =
+        IdempotentExecutor<?> ex =
             IdempotentExecutor.builder(store)
                 .inProgressTimeout(Duration.ofSeconds(1))
                 .renewEvery(Duration.ofMillis(100))
@@ -143,7 +143,7 @@ class Seed001DefectsTest {
   }
 
   private static String executeWhenUp(
-      IdempotentExecutor ex, IdempotencyKey key, IdempotentExecutor.Operation<String> op)
+      IdempotentExecutor<?> ex, IdempotencyKey key, IdempotentExecutor.Operation<String> op)
       throws Exception {
     long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
     while (true) {
