@@ -141,7 +141,7 @@ final class RedisPayments implements PaymentStore {
               p,
               store.complete(
                   idempotencyKey(p), token, response.getBytes(StandardCharsets.UTF_8), ledger));
-      return s instanceof Settlement.Fenced ? null : response;
+      return s instanceof Settlement.Done ? response : null; // Fenced, or Completed by another
     }
 
     private static <T> T join(Payment p, CompletionStage<T> stage) {
