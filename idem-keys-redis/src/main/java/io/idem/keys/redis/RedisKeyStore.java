@@ -117,6 +117,7 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
   private final byte[] recordPrefix;
   private final byte[] counterKey;
   private final Duration timeout;
+  private volatile boolean closed;
   private final int maxResponseBytes;
   private final Executor completions;
   private final String attemptPrefix;
@@ -145,27 +146,111 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
     return new Builder();
   }
 
+  /**
+   * {@inheritDoc}
+   *
+   * <p>An acquire whose answer did not come (a timeout, a lost connection) may still land, leaving
+   * the key held by an owner that never runs until its in-progress timeout passes. The store then
+   * sends the same attempt again in the background, every {@link Builder#timeout}, until Redis
+   * answers or the in-progress timeout has passed: the script answers a resent attempt as it
+   * answered the first (or acquires now, if the first never landed), and an acquisition found this
+   * way is released. At most {@link #MAX_RECOVERIES} such keys are followed at once.
+   */
   @Override
   public CompletionStage<Acquisition> acquire(
       IdempotencyKey key, Fingerprint fingerprint, Duration inProgressTimeout, Duration retention) {
-    return call(
-        key,
-        () -> {
-          require(fingerprint != null, "fingerprint must not be null (Fingerprint.none(): none)");
-          long timeoutMs = millis("in-progress timeout", inProgressTimeout);
-          long retentionMs = millis("retention", retention);
-          return batcher.submit(
-              new ScriptBatcher.Call(
-                  'A',
-                  new byte[][] {recordKey(key)},
-                  fingerprint.bytes(),
-                  ascii(timeoutMs),
-                  ascii(retentionMs),
-                  // A fresh id per call: Lettuce may resend this very command after a reconnect,
-                  // and the script then answers what the first run answered.
-                  attemptId()));
-        },
-        RedisKeyStore::acquisition);
+    ScriptBatcher.Call[] attempt = new ScriptBatcher.Call[1];
+    long startNanos = System.nanoTime();
+    CompletionStage<Acquisition> answer =
+        call(
+            key,
+            () -> {
+              require(
+                  fingerprint != null, "fingerprint must not be null (Fingerprint.none(): none)");
+              long timeoutMs = millis("in-progress timeout", inProgressTimeout);
+              long retentionMs = millis("retention", retention);
+              attempt[0] =
+                  new ScriptBatcher.Call(
+                      'A',
+                      new byte[][] {recordKey(key)},
+                      fingerprint.bytes(),
+                      ascii(timeoutMs),
+                      ascii(retentionMs),
+                      // A fresh id per call: Lettuce may resend this very command after a
+                      // reconnect, and the script then answers what the first run answered.
+                      attemptId());
+              return batcher.submit(attempt[0]);
+            },
+            RedisKeyStore::acquisition);
+    answer.whenComplete(
+        (a, failure) -> {
+          if (failure != null && attempt[0] != null && unknownOutcome(failure)) {
+            long until = startNanos + inProgressTimeout.toNanos();
+            if (recovering.incrementAndGet() <= MAX_RECOVERIES) {
+              recoverLater(key, attempt[0], until);
+            } else {
+              recovering.decrementAndGet(); // the key waits out its in-progress timeout
+            }
+          }
+        });
+    return answer;
+  }
+
+  /** How many timed-out acquires the store follows at once (see {@link #acquire}). */
+  public static final int MAX_RECOVERIES = 1024;
+
+  private final java.util.concurrent.atomic.AtomicInteger recovering =
+      new java.util.concurrent.atomic.AtomicInteger();
+
+  private static boolean unknownOutcome(Throwable failure) {
+    Throwable t = failure;
+    while (t instanceof CompletionException && t.getCause() != null) {
+      t = t.getCause();
+    }
+    return t instanceof KeyStoreException;
+  }
+
+  /**
+   * Resends {@code attempt} after a timeout, releasing what it acquired; again on failure until
+   * {@code untilNanos}, when any acquisition it made has passed its deadline anyway.
+   */
+  private void recoverLater(IdempotencyKey key, ScriptBatcher.Call attempt, long untilNanos) {
+    CompletableFuture.delayedExecutor(timeout.toNanos(), TimeUnit.NANOSECONDS)
+        .execute(
+            () -> {
+              if (closed || System.nanoTime() - untilNanos > 0) {
+                recovering.decrementAndGet();
+                return;
+              }
+              CompletableFuture<List<Object>> resent;
+              try {
+                resent =
+                    batcher
+                        .submit(attempt.again())
+                        .orTimeout(timeout.toNanos(), TimeUnit.NANOSECONDS);
+              } catch (RuntimeException e) {
+                resent = CompletableFuture.failedFuture(e);
+              }
+              resent.whenComplete(
+                  (reply, failure) -> {
+                    Acquisition a = null;
+                    if (failure == null) {
+                      try {
+                        a = acquisition(reply);
+                      } catch (RuntimeException e) {
+                        failure = e;
+                      }
+                    }
+                    if (failure != null) {
+                      recoverLater(key, attempt, untilNanos);
+                      return;
+                    }
+                    recovering.decrementAndGet();
+                    if (a instanceof Acquisition.Acquired owned) {
+                      release(key, owned.token());
+                    }
+                  });
+            });
   }
 
   @Override
@@ -288,6 +373,7 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
    */
   @Override
   public void close() {
+    closed = true;
     batcher.close();
     connection.close();
     if (ownedClient != null) {

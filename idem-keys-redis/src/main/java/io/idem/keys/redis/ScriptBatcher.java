@@ -73,6 +73,11 @@ final class ScriptBatcher {
       }
       this.bytes = b;
     }
+
+    /** The same transition (same keys and arguments), to send again: a fresh reply. */
+    Call again() {
+      return new Call(code, keys, args);
+    }
   }
 
   /** A batch as the script takes it. */

@@ -229,6 +229,46 @@ class RedisKeyStoreTest extends KeyStoreContract {
   }
 
   @Test
+  void anAcquireThatTimedOutWhileRedisWasStoppedIsReleasedOnceRedisAnswers() throws Exception {
+    // Redis stops (SIGSTOP: a long GC-like pause, a frozen VM) with an acquire in flight. The
+    // caller
+    // gets KeyStoreException; the script runs when Redis resumes and the key would stay held by
+    // nobody for the whole in-progress timeout. The store resends the attempt and releases it.
+    try (RedisServer own = RedisServer.start(dir.resolve("stopped"), RedisServer.Aof.OFF);
+        RedisKeyStore s =
+            RedisKeyStore.builder().uri(own.uri()).timeout(Duration.ofMillis(500)).build()) {
+      IdempotencyKey k = key("stopped");
+      Duration inProgress = Duration.ofSeconds(60);
+      // Redis has the script cached, so the acquire in flight is one EVALSHA that runs on resume.
+      assertThat(join(s.acquire(key("warm-up"), FP, inProgress, HOUR)))
+          .isInstanceOf(Acquisition.Acquired.class);
+      signal("STOP", own.pid());
+      try {
+        assertThatThrownBy(() -> join(s.acquire(k, FP, inProgress, HOUR)))
+            .isInstanceOf(CompletionException.class)
+            .hasCauseInstanceOf(KeyStoreException.class);
+      } finally {
+        signal("CONT", own.pid());
+      }
+      long until = System.nanoTime() + Duration.ofSeconds(20).toNanos(); // a third of 60 s
+      Acquisition a = join(s.acquire(k, FP, inProgress, HOUR));
+      while (a instanceof Acquisition.InProgress && System.nanoTime() < until) {
+        Thread.sleep(100);
+        a = join(s.acquire(k, FP, inProgress, HOUR));
+      }
+      assertThat(a)
+          .as("the key is free long before its in-progress timeout")
+          .isInstanceOf(Acquisition.Acquired.class);
+    }
+  }
+
+  private static void signal(String name, long pid) throws Exception {
+    Process kill = new ProcessBuilder("kill", "-" + name, Long.toString(pid)).inheritIO().start();
+    assertThat(kill.waitFor(10, TimeUnit.SECONDS)).isTrue();
+    assertThat(kill.exitValue()).isZero();
+  }
+
+  @Test
   void tokensKeepGrowingWhenEveryByteOfDataIsLost() throws Exception {
     Path data = dir.resolve("wiped");
     long before;
