@@ -6,6 +6,7 @@ import io.idem.client.IdemClient;
 import io.idem.client.Write;
 import io.idem.keys.Fingerprint;
 import io.idem.keys.IdempotencyKey;
+import io.idem.keys.StoredOutcomes;
 import io.idem.keys.idem.IdemKeyStore;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.KeyStore;
@@ -225,10 +226,8 @@ class IdempotencyFilterTest {
                     "finished by the other owner".getBytes(StandardCharsets.UTF_8),
                     false)
                 .encode();
-        byte[] asTheExecutorStoresIt = new byte[other.length + 1]; // a success byte, then it
-        System.arraycopy(other, 0, asTheExecutorStoresIt, 1, other.length);
         store
-            .complete(r.key(), r.fencingToken(), asTheExecutorStoresIt)
+            .complete(r.key(), r.fencingToken(), StoredOutcomes.success(other))
             .toCompletableFuture()
             .join();
       }

@@ -5,6 +5,7 @@ import io.idem.keys.KeyFencedException;
 import io.idem.keys.KeyInProgressException;
 import io.idem.keys.KeyMismatchException;
 import io.idem.keys.KeyStoreException;
+import io.idem.keys.StoredOutcomes;
 import io.idem.keys.spi.Acquisition;
 import java.sql.Connection;
 import java.sql.SQLException;
@@ -90,7 +91,7 @@ final class KeyTransaction {
     }
     rollback(null); // only read; ends the lock wait of duplicates behind this one at once
     if (a instanceof Acquisition.Completed done) {
-      return StoredOutcome.replay(key, done.response());
+      return StoredOutcomes.replay(key, done.response());
     }
     if (a instanceof Acquisition.Mismatch) {
       throw new KeyMismatchException(key, "the key was used with another payload", null);
@@ -134,7 +135,7 @@ final class KeyTransaction {
       rollback(e);
       throw e;
     }
-    settle(token, StoredOutcome.success(value));
+    settle(token, StoredOutcomes.success(value));
     return value;
   }
 
@@ -172,7 +173,7 @@ final class KeyTransaction {
       rollback(out);
       throw out;
     }
-    settle(token, StoredOutcome.failure(e));
+    settle(token, StoredOutcomes.failure(e));
   }
 
   /** Completes the key with {@code stored} and commits. */

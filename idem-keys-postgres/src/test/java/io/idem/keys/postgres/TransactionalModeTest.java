@@ -538,7 +538,8 @@ class TransactionalModeTest {
       pid = r.getLong(1);
     }
     try (Connection other = pool.getConnection();
-        PreparedStatement s = other.prepareStatement("SELECT pg_terminate_backend(?::integer, 5000)")) {
+        PreparedStatement s =
+            other.prepareStatement("SELECT pg_terminate_backend(?::integer, 5000)")) {
       s.setLong(1, pid);
       try (ResultSet r = s.executeQuery()) {
         r.next();
