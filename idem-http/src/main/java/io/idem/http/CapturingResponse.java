@@ -2,6 +2,7 @@ package io.idem.http;
 
 import jakarta.servlet.ServletOutputStream;
 import jakarta.servlet.WriteListener;
+import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import jakarta.servlet.http.HttpServletResponseWrapper;
 import java.io.ByteArrayOutputStream;
@@ -24,17 +25,24 @@ import java.nio.charset.StandardCharsets;
  */
 final class CapturingResponse extends HttpServletResponseWrapper {
   private final int limit;
-  private final String instance;
+  private final HttpServletRequest request;
+  private final ProblemTypes problemTypes;
   private final ByteArrayOutputStream held = new ByteArrayOutputStream();
   private ServletOutputStream stream;
   private PrintWriter writer;
   private ServletOutputStream passThrough;
   private boolean closed;
 
-  CapturingResponse(HttpServletResponse response, int limit, String instance) {
+  /** Holds {@code response}'s body for {@code request}, whose problems get {@code problemTypes}. */
+  CapturingResponse(
+      HttpServletResponse response,
+      int limit,
+      HttpServletRequest request,
+      ProblemTypes problemTypes) {
     super(response);
     this.limit = limit;
-    this.instance = instance;
+    this.request = request;
+    this.problemTypes = problemTypes;
   }
 
   /** Whether the body outgrew the limit and went to the client as it was written. */
@@ -173,11 +181,11 @@ final class CapturingResponse extends HttpServletResponseWrapper {
   @Override
   public void sendError(int sc, String msg) throws IOException {
     resetBuffer();
-    String title = Statuses.reason(sc);
-    Problem p = new Problem(sc, "http-" + sc, title, msg == null ? title : msg);
+    Problem p = Problem.fromHandler(sc, msg);
     setStatus(sc);
     setContentType(Problem.MEDIA_TYPE);
-    byte[] body = p.json(instance);
+    byte[] body =
+        p.json(problemTypes.uri(request, ProblemType.HANDLER_ERROR), request.getRequestURI());
     write(body, 0, body.length);
     closed = true;
   }

@@ -64,11 +64,13 @@ import java.util.Set;
  *       409 problem ({@code response-not-stored}).
  * </ol>
  *
- * <p>Errors are RFC 9457 problems ({@code application/problem+json}); a store that fails or does
- * not answer gives 503 (retrying with the same key is safe). The store enforces retention: a key is
- * replayed for {@link Builder#retention} after its completion (the Idem store caps it at 7 days),
- * then forgotten. Waiting duplicates hold their server thread (bounded by the policy); asynchronous
- * servlets are not supported under this filter.
+ * <p>Errors are RFC 9457 problems ({@code application/problem+json}) whose {@code type} links to a
+ * page documenting that problem ({@link ProblemTypes}: by default, pages this filter serves at
+ * {@value ProblemTypes#DEFAULT_PATH}); a store that fails or does not answer gives 503 (retrying
+ * with the same key is safe). The store enforces retention: a key is replayed for {@link
+ * Builder#retention} after its completion (the Idem store caps it at 7 days), then forgotten.
+ * Waiting duplicates hold their server thread (bounded by the policy); asynchronous servlets are
+ * not supported under this filter.
  *
  * <p>Thread-safe. {@link #destroy()} (or {@link #close()}) stops its renewal thread; the store is
  * the caller's.
@@ -125,6 +127,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
   private final List<String> replayedHeaders;
   private final int maxBodyBytes;
   private final int maxResponseBytes;
+  private final ProblemTypes problemTypes;
 
   private IdempotencyFilter(Builder b) {
     if (b.store != null) {
@@ -154,6 +157,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     this.replayedHeaders = List.copyOf(b.replayedHeaders);
     this.maxBodyBytes = b.maxBodyBytes;
     this.maxResponseBytes = b.maxResponseBytes;
+    this.problemTypes = b.problemTypes;
   }
 
   /** A builder over {@code store}. */
@@ -183,8 +187,14 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
   public void doFilter(ServletRequest req, ServletResponse res, FilterChain chain)
       throws IOException, ServletException {
     if (!(req instanceof HttpServletRequest request)
-        || !(res instanceof HttpServletResponse response)
-        || !methods.contains(request.getMethod())) {
+        || !(res instanceof HttpServletResponse response)) {
+      chain.doFilter(req, res);
+      return;
+    }
+    if (problemTypes.serve(request, response)) {
+      return; // a page of the problems' documentation
+    }
+    if (!methods.contains(request.getMethod())) {
       chain.doFilter(req, res);
       return;
     }
@@ -193,16 +203,13 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
       chain.doFilter(req, res);
       return;
     }
-    String instance = request.getRequestURI();
     String field = fieldValue(request);
     if (field == null) {
       if (policy.keyRequired()) {
         problem(
+            request,
             response,
-            instance,
-            400,
-            "key-missing",
-            "Idempotency-Key missing",
+            ProblemType.KEY_MISSING,
             "this endpoint requires an Idempotency-Key header");
         return;
       }
@@ -213,18 +220,15 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     try {
       keyText = KeyHeader.parse(field);
     } catch (KeyHeader.MalformedKeyException e) {
-      problem(
-          response, instance, 400, "key-malformed", "Idempotency-Key malformed", e.getMessage());
+      problem(request, response, ProblemType.KEY_MALFORMED, e.getMessage());
       return;
     }
     CallerScope caller = caller(request);
     if (caller == null) {
       problem(
+          request,
           response,
-          instance,
-          400,
-          "scope-missing",
-          "No caller to scope the key to",
+          ProblemType.SCOPE_MISSING,
           "idempotency keys belong to a caller: authenticate"
               + (scopeHeader == null ? "" : ", or send the " + scopeHeader + " header"));
       return;
@@ -232,11 +236,9 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     String encoding = request.getCharacterEncoding();
     if (encoding != null && BufferedRequest.charsetOrNull(encoding) == null) {
       problem(
+          request,
           response,
-          instance,
-          415,
-          "charset-unsupported",
-          "Request charset not supported",
+          ProblemType.CHARSET_UNSUPPORTED,
           "the charset of the request's Content-Type ("
               + clip(encoding)
               + ") is not a legal charset name or not known here; send the body in UTF-8");
@@ -245,11 +247,9 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     byte[] body = readBody(request);
     if (body == null) {
       problem(
+          request,
           response,
-          instance,
-          413,
-          "body-too-large",
-          "Request body too large",
+          ProblemType.BODY_TOO_LARGE,
           "a request with an Idempotency-Key may carry at most " + maxBodyBytes + " bytes");
       return;
     }
@@ -259,8 +259,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
         chain,
         policy,
         new IdempotencyKey(caller.encoded(), keyText),
-        fingerprint(request, body),
-        instance);
+        fingerprint(request, body));
   }
 
   private void run(
@@ -269,8 +268,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
       FilterChain chain,
       IdempotencyPolicy policy,
       IdempotencyKey key,
-      Fingerprint fingerprint,
-      String instance)
+      Fingerprint fingerprint)
       throws IOException, ServletException {
     CapturingResponse[] ran = new CapturingResponse[1];
     IdempotentRequest[] handled = new IdempotentRequest[1]; // set once the handler has returned
@@ -278,7 +276,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     try {
       outcome =
           transactional != null
-              ? inTransaction(request, response, chain, policy, key, fingerprint, instance, ran)
+              ? inTransaction(request, response, chain, policy, key, fingerprint, ran)
               : executor.execute(
                   key,
                   fingerprint,
@@ -288,10 +286,10 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
                     IdempotentRequest context = new IdempotentRequest(key, token, effectType);
                     request.setAttribute(IdempotentRequest.ATTRIBUTE, context);
                     CapturingResponse captured =
-                        new CapturingResponse(response, maxResponseBytes, instance);
+                        new CapturingResponse(response, maxResponseBytes, request, problemTypes);
                     ran[0] = captured;
                     chain.doFilter(request, captured);
-                    StoredResponse stored = toStore(captured);
+                    StoredResponse stored = toStore(request, captured);
                     handled[0] = context;
                     if (captured.getStatus() >= 500 && !policy.storeServerErrors()) {
                       throw new ReleasedResponse();
@@ -303,20 +301,16 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
       return;
     } catch (KeyMismatchException e) {
       problem(
+          request,
           response,
-          instance,
-          422,
-          "key-reused",
-          "Idempotency-Key reused",
+          ProblemType.KEY_REUSED,
           "this key was used with another request (method, target or body); use a new key");
       return;
     } catch (KeyInProgressException e) {
       problem(
+          request,
           response,
-          instance,
-          409,
-          "key-in-progress",
-          "Request in progress",
+          ProblemType.KEY_IN_PROGRESS,
           "a request with this key is still being processed; retry later for its response",
           retryAfterSeconds(e.retryAfter()));
       return;
@@ -330,54 +324,43 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
         return;
       }
       problem(
+          request,
           response,
-          instance,
-          409,
-          "key-taken-over",
-          "Request taken over",
+          ProblemType.KEY_TAKEN_OVER,
           "this request ran past its deadline and another request with the key took it over;"
               + " this one's outcome was not stored: retry for the stored response");
       return;
     } catch (KeyStoreFullException e) {
       if (e.quota()) {
         problem(
+            request,
             response,
-            instance,
-            429,
-            "key-quota-exceeded",
-            "Idempotency key quota exceeded",
+            ProblemType.KEY_QUOTA_EXCEEDED,
             "the service holds as many idempotency keys as its quota allows; nothing ran: retry"
                 + " with the same key once older keys expire");
       } else {
         problem(
+            request,
             response,
-            instance,
-            507,
-            "store-full",
-            "Idempotency store full",
+            ProblemType.STORE_FULL,
             "the key store is out of space; nothing ran: retry with the same key later");
       }
       return;
     } catch (KeyStoreException e) {
       problem(
+          request,
           response,
-          instance,
-          503,
-          "store-unavailable",
-          "Idempotency store unavailable",
+          ProblemType.STORE_UNAVAILABLE,
           "the key store did not answer; the outcome is unknown and retrying with the same key is"
-              + " safe",
-          1);
+              + " safe");
       return;
     } catch (Exception e) {
       if (handled[0] != null && handled[0].effect() != null && !response.isCommitted()) {
         // The store refused the handler's effect: nothing was applied and the key is released.
         problem(
+            request,
             response,
-            instance,
-            409,
-            "effect-refused",
-            "Request not applied",
+            ProblemType.EFFECT_REFUSED,
             "the store refused this request's write ("
                 + e.getMessage()
                 + "); nothing was applied: retry with the same key");
@@ -412,7 +395,6 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
       IdempotencyPolicy policy,
       IdempotencyKey key,
       Fingerprint fingerprint,
-      String instance,
       CapturingResponse[] ran)
       throws Exception {
     StoredResponse[] toSend = new StoredResponse[1];
@@ -424,13 +406,13 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
               request.setAttribute(
                   IdempotentRequest.ATTRIBUTE, new IdempotentRequest(key, token, transaction));
               CapturingResponse captured =
-                  new CapturingResponse(response, maxResponseBytes, instance);
+                  new CapturingResponse(response, maxResponseBytes, request, problemTypes);
               ran[0] = captured;
               chain.doFilter(request, captured);
               if (captured.getStatus() >= 500 && !policy.storeServerErrors()) {
                 throw new ReleasedResponse(); // rolls the handler's writes back with the key
               }
-              toSend[0] = toStore(captured);
+              toSend[0] = toStore(request, captured);
               return toSend[0].encode();
             });
     // The step ran here and committed (the captured response goes out), or the bytes are the
@@ -439,7 +421,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
   }
 
   /** What is stored for a captured response: itself, or a problem if it is too large. */
-  private StoredResponse toStore(CapturingResponse captured) {
+  private StoredResponse toStore(HttpServletRequest request, CapturingResponse captured) {
     List<StoredResponse.Header> headers = new ArrayList<>();
     for (String name : replayedHeaders) {
       if (name.equalsIgnoreCase("Content-Type")) {
@@ -460,9 +442,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     }
     Problem tooLarge =
         new Problem(
-            409,
-            "response-not-stored",
-            "Response not stored",
+            ProblemType.RESPONSE_NOT_STORED,
             "the request was processed (status "
                 + captured.getStatus()
                 + "), but its response was larger than the "
@@ -471,7 +451,8 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     return new StoredResponse(
         409,
         List.of(new StoredResponse.Header("Content-Type", Problem.MEDIA_TYPE)),
-        tooLarge.json(null),
+        tooLarge.json(
+            problemTypes.uri(request, ProblemType.RESPONSE_NOT_STORED), request.getRequestURI()),
         false);
   }
 
@@ -564,24 +545,20 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     }
   }
 
-  private static void problem(
-      HttpServletResponse response,
-      String instance,
-      int status,
-      String name,
-      String title,
-      String detail)
+  private void problem(
+      HttpServletRequest request, HttpServletResponse response, ProblemType type, String detail)
       throws IOException {
-    problem(response, instance, status, name, title, detail, 0);
+    problem(request, response, type, detail, 1);
   }
 
-  /** As above, with {@code Retry-After: retryAfterSeconds} unless it is 0. */
-  private static void problem(
+  /**
+   * The problem as the whole response, with {@code Retry-After: retryAfterSeconds} if its type says
+   * to retry later.
+   */
+  private void problem(
+      HttpServletRequest request,
       HttpServletResponse response,
-      String instance,
-      int status,
-      String name,
-      String title,
+      ProblemType type,
       String detail,
       long retryAfterSeconds)
       throws IOException {
@@ -590,7 +567,12 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
       // has it whole, and the key's fate (stored, or taken over) decides what a retry gets.
       return;
     }
-    new Problem(status, name, title, detail).send(response, instance, retryAfterSeconds);
+    new Problem(type, detail)
+        .send(
+            response,
+            problemTypes.uri(request, type),
+            request.getRequestURI(),
+            type.retryLater() ? retryAfterSeconds : 0);
   }
 
   /**
@@ -639,6 +621,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     private Duration inProgressTimeout = DEFAULT_IN_PROGRESS_TIMEOUT;
     private Duration retention = DEFAULT_RETENTION;
     private Duration storeTimeout;
+    private ProblemTypes problemTypes = ProblemTypes.defaults();
 
     private Builder(KeyStore<?> store, TransactionalKeys transactional) {
       this.store = store;
@@ -741,6 +724,18 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     /** How long one store call may take before the request gets 503. Default 10 s. */
     public Builder storeTimeout(Duration d) {
       this.storeTimeout = d;
+      return this;
+    }
+
+    /**
+     * Where the problems' {@code type} URIs point. Default {@link ProblemTypes#defaults()}: pages
+     * this filter serves at {@value ProblemTypes#DEFAULT_PATH} of the application.
+     */
+    public Builder problemTypes(ProblemTypes types) {
+      if (types == null) {
+        throw new IllegalArgumentException("problemTypes must not be null");
+      }
+      this.problemTypes = types;
       return this;
     }
 

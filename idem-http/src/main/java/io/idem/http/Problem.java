@@ -6,41 +6,44 @@ import java.nio.charset.StandardCharsets;
 
 /**
  * An RFC 9457 problem: {@code application/problem+json} with {@code type}, {@code title}, {@code
- * status}, {@code detail} and {@code instance} (the request's path). The types are tag URIs (RFC
- * 4151, as RFC 9457 section 3.1.1 suggests for types not meant to be dereferenced), one per case,
- * so that a client can tell a key in progress from any other 409; docs/HTTP.md lists them.
+ * status}, {@code detail} and {@code instance} (the request's path). The type is the URI of the
+ * problem's documentation ({@link ProblemTypes}), one per case of {@link ProblemType}, so that a
+ * client can tell a key in progress from any other 409.
  *
+ * @param kind which problem
  * @param status the HTTP status
- * @param name the type's last part: {@code tag:idem.io,2025:} + name
  * @param title a short, fixed summary of the type
  * @param detail what happened to this request
  */
-record Problem(int status, String name, String title, String detail) {
+record Problem(ProblemType kind, int status, String title, String detail) {
 
   /** The media type of every error this filter answers. */
   static final String MEDIA_TYPE = "application/problem+json";
 
-  /** What every type starts with. */
-  static final String TYPE_PREFIX = "tag:idem.io,2025:";
-
-  String type() {
-    return TYPE_PREFIX + name;
+  /** A problem of the filter's own, with its type's status and title. */
+  Problem(ProblemType kind, String detail) {
+    this(kind, kind.status(), kind.title(), detail);
   }
 
-  /** The JSON body. */
-  byte[] json(String instance) {
-    StringBuilder b = new StringBuilder(160);
+  /** A handler's {@code sendError(status, message)}: its status and reason phrase. */
+  static Problem fromHandler(int status, String message) {
+    String reason = Statuses.reason(status);
+    return new Problem(
+        ProblemType.HANDLER_ERROR, status, reason, message == null ? reason : message);
+  }
+
+  /** The JSON body, with {@code type} and {@code instance} as given. */
+  byte[] json(String type, String instance) {
+    StringBuilder b = new StringBuilder(200);
     b.append("{\"type\":");
-    quote(b, type());
+    quote(b, type);
     b.append(",\"title\":");
     quote(b, title);
     b.append(",\"status\":").append(status);
     b.append(",\"detail\":");
     quote(b, detail);
-    if (instance != null) {
-      b.append(",\"instance\":");
-      quote(b, instance);
-    }
+    b.append(",\"instance\":");
+    quote(b, instance);
     return b.append('}').toString().getBytes(StandardCharsets.UTF_8);
   }
 
@@ -48,9 +51,9 @@ record Problem(int status, String name, String title, String detail) {
    * Writes this problem as the whole response (which must not be committed), replacing whatever a
    * handler had set on it, with {@code Retry-After: retryAfterSeconds} unless it is 0.
    */
-  void send(HttpServletResponse response, String instance, long retryAfterSeconds)
+  void send(HttpServletResponse response, String type, String instance, long retryAfterSeconds)
       throws IOException {
-    byte[] body = json(instance);
+    byte[] body = json(type, instance);
     response.reset();
     response.setStatus(status);
     if (retryAfterSeconds > 0) {

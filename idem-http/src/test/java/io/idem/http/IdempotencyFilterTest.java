@@ -11,8 +11,12 @@ import io.idem.keys.idem.IdemKeyStore;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.KeyStore;
 import io.idem.keys.spi.Settlement;
+import io.idem.proto.Code;
+import io.idem.proto.ConfigureRequest;
+import io.idem.proto.Quotas;
 import io.idem.testkit.FaultProxy;
 import io.idem.testkit.LocalCluster;
+import io.idem.testkit.RawSession;
 import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
@@ -22,6 +26,7 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.net.http.HttpResponse.BodyHandlers;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.security.MessageDigest;
@@ -275,13 +280,38 @@ class IdempotencyFilterTest {
     return n == null ? 0 : n.get();
   }
 
-  static void assertProblem(HttpResponse<String> r, int status, String type) {
+  /**
+   * {@code r} is the problem {@code name} with {@code status}, a title and its path as instance,
+   * and its type is the URL of a page that documents it: fetched here, over HTTP, from the filter.
+   */
+  static void assertProblem(HttpResponse<String> r, int status, String name) throws Exception {
     assertThat(r.statusCode()).isEqualTo(status);
     assertThat(r.headers().firstValue("Content-Type")).hasValue("application/problem+json");
     assertThat(r.headers().firstValue("Location")).isEmpty(); // nothing of a handler's response
-    assertThat(r.body())
-        .contains("\"type\":\"tag:idem.io,2025:" + type + "\"")
-        .contains("\"status\":" + status);
+    assertThat(r.body()).contains("\"status\":" + status);
+    String type = member(r.body(), "type");
+    assertThat(type)
+        .isEqualTo(r.request().uri().resolve(ProblemTypes.DEFAULT_PATH + name).toString());
+    assertThat(member(r.body(), "instance")).isEqualTo(r.request().uri().getRawPath());
+    String title = member(r.body(), "title");
+    assertThat(title).isNotBlank();
+    HttpResponse<String> page =
+        http.send(HttpRequest.newBuilder(URI.create(type)).build(), BodyHandlers.ofString());
+    assertThat(page.statusCode()).as(type).isEqualTo(200);
+    assertThat(page.headers().firstValue("Content-Type").orElseThrow()).startsWith("text/html");
+    assertThat(page.body()).contains("<code>" + type + "</code>").contains("<h2>What to do</h2>");
+    if (!name.equals("handler-error")) { // whose title is the handler's status's reason phrase
+      assertThat(page.body()).contains("<h1>" + title + "</h1>");
+    }
+  }
+
+  /** The string member {@code name} of a flat JSON object, unescaped enough for these tests. */
+  static String member(String json, String name) {
+    java.util.regex.Matcher m =
+        java.util.regex.Pattern.compile("\"" + name + "\":\"((?:[^\"\\\\]|\\\\.)*)\"")
+            .matcher(json);
+    assertThat(m.find()).as(name + " in " + json).isTrue();
+    return m.group(1).replace("\\\"", "\"").replace("\\\\", "\\");
   }
 
   @Test
@@ -609,7 +639,8 @@ class IdempotencyFilterTest {
     String key = newKey();
     HttpResponse<String> first = send(post("/declined", key, "d"));
     HttpResponse<String> again = send(post("/declined", key, "d"));
-    assertProblem(first, 402, "http-402");
+    assertProblem(first, 402, "handler-error");
+    assertThat(member(first.body(), "title")).isEqualTo("Payment Required");
     assertThat(first.body()).contains("card declined, run 1");
     assertThat(again.body()).isEqualTo(first.body());
     assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
@@ -720,6 +751,41 @@ class IdempotencyFilterTest {
   }
 
   @Test
+  void aKeyOverTheQuotaIs429AndAFullStoreIs507AndNothingRuns() throws Exception {
+    try (RawSession admin = new RawSession(cluster.clientAddress(0))) {
+      // With auth off every client is one principal, which already holds more than 1 key.
+      configure(
+          admin, ConfigureRequest.newBuilder().setQuotas(Quotas.newBuilder().setKeyRecords(1)));
+      try {
+        assertProblem(send(post("/quota", newKey(), "q")), 429, "key-quota-exceeded");
+      } finally {
+        configure(
+            admin,
+            ConfigureRequest.newBuilder().setQuotas(Quotas.newBuilder().setKeyRecords(1_000_000)));
+      }
+      // The smallest backend budget, 1 MiB, under two values of 600 KB: the NO_SPACE alarm.
+      byte[] big = new byte[600 * 1024];
+      client.put("filler/1", big);
+      client.put("filler/2", big);
+      configure(admin, ConfigureRequest.newBuilder().setBackendBytes(1L << 20));
+      try {
+        assertProblem(send(post("/full", newKey(), "f")), 507, "store-full");
+      } finally {
+        client.delete("filler/1");
+        client.delete("filler/2");
+        configure(admin, ConfigureRequest.newBuilder().setBackendBytes(1L << 30));
+      }
+    }
+    assertThat(runsOf("/quota")).isZero();
+    assertThat(runsOf("/full")).isZero();
+    assertThat(send(post("/quota", newKey(), "q")).statusCode()).isEqualTo(201);
+  }
+
+  private static void configure(RawSession admin, ConfigureRequest.Builder change) {
+    assertThat(admin.configure(change.build()).getCode()).isEqualTo(Code.OK);
+  }
+
+  @Test
   void aRunWhoseKeyAnotherOwnerCompletedGetsTheStoredResponseAsAReplay() throws Exception {
     String key = newKey();
     for (int i = 0; i < 2; i++) {
@@ -741,9 +807,147 @@ class IdempotencyFilterTest {
   }
 
   @Test
+  void everyProblemNameHasItsPageAndTheListNamesThemAll() throws Exception {
+    HttpResponse<String> list =
+        http.send(
+            HttpRequest.newBuilder(jetty.uri(ProblemTypes.DEFAULT_PATH)).build(),
+            BodyHandlers.ofString());
+    assertThat(list.statusCode()).isEqualTo(200);
+    for (ProblemType p : ProblemType.values()) {
+      assertThat(p.documentation()).as(p.id() + ".html").isNotBlank().contains("What to do");
+      URI uri = jetty.uri(ProblemTypes.DEFAULT_PATH + p.id());
+      HttpResponse<String> page =
+          http.send(HttpRequest.newBuilder(uri).build(), BodyHandlers.ofString());
+      assertThat(page.statusCode()).as(uri.toString()).isEqualTo(200);
+      assertThat(page.headers().firstValue("Content-Type").orElseThrow()).startsWith("text/html");
+      assertThat(page.body())
+          .contains("<h1>" + p.title() + "</h1>")
+          .contains("<code>" + uri + "</code>")
+          .contains(p.documentation());
+      HttpResponse<Void> head =
+          http.send(
+              HttpRequest.newBuilder(uri)
+                  .method("HEAD", HttpRequest.BodyPublishers.noBody())
+                  .build(),
+              BodyHandlers.discarding());
+      assertThat(head.statusCode()).isEqualTo(200);
+      assertThat(list.body()).contains("<a href=\"" + p.id() + "\">");
+    }
+    // Not one of the filter's names: the application answers (here the scripted servlet, 201).
+    HttpResponse<String> other =
+        http.send(
+            HttpRequest.newBuilder(jetty.uri(ProblemTypes.DEFAULT_PATH + "no-such-problem"))
+                .build(),
+            BodyHandlers.ofString());
+    assertThat(other.statusCode()).isEqualTo(201);
+  }
+
+  @Test
+  void theOperatorsBaseIsTheTypeOfEveryProblemAndTheFilterServesNoPage() throws Exception {
+    String base = "https://docs.example.com/api/errors#";
+    try (IdempotencyFilter linked =
+            IdempotencyFilter.builder(store)
+                .scopeHeader("X-Tenant")
+                .maxBodyBytes(4096)
+                .maxResponseBytes(8192)
+                .policyResolver(IdempotencyFilterTest::policy)
+                .problemTypes(ProblemTypes.documentedAt(URI.create(base)))
+                .build();
+        EmbeddedJetty other = EmbeddedJetty.start(linked, Map.of("/*", new Scripted()), Map.of())) {
+      java.util.function.Function<String, HttpRequest.Builder> at =
+          path ->
+              HttpRequest.newBuilder(other.uri(path))
+                  .timeout(Duration.ofSeconds(60))
+                  .header("X-Tenant", "t1");
+      String reused = newKey();
+      send(at.apply("/linked/reuse").header("Idempotency-Key", reused).POST(body("a")));
+      String big = newKey();
+      send(at.apply("/big/linked").header("Idempotency-Key", big).POST(body("b")));
+      Map<String, HttpRequest.Builder> cases = new LinkedHashMap<>();
+      cases.put("key-missing", at.apply("/required/linked").POST(body("x")));
+      cases.put(
+          "key-malformed", at.apply("/linked").header("Idempotency-Key", "bare").POST(body("x")));
+      cases.put(
+          "scope-missing",
+          HttpRequest.newBuilder(other.uri("/linked"))
+              .header("Idempotency-Key", newKey())
+              .POST(body("x")));
+      cases.put(
+          "charset-unsupported",
+          at.apply("/linked")
+              .header("Idempotency-Key", newKey())
+              .header("Content-Type", "text/plain; charset=bogus")
+              .POST(body("x")));
+      cases.put(
+          "body-too-large",
+          at.apply("/linked").header("Idempotency-Key", newKey()).POST(body("x".repeat(5000))));
+      cases.put(
+          "key-reused",
+          at.apply("/linked/reuse").header("Idempotency-Key", reused).POST(body("other")));
+      cases.put(
+          "handler-error",
+          at.apply("/declined/linked").header("Idempotency-Key", newKey()).POST(body("d")));
+      cases.put(
+          "response-not-stored",
+          at.apply("/big/linked").header("Idempotency-Key", big).POST(body("b")));
+      for (Map.Entry<String, HttpRequest.Builder> c : cases.entrySet()) {
+        HttpResponse<String> r = send(c.getValue());
+        assertThat(r.headers().firstValue("Content-Type")).hasValue("application/problem+json");
+        assertThat(member(r.body(), "type")).as(r.body()).isEqualTo(base + c.getKey());
+        assertThat(member(r.body(), "title")).isNotBlank();
+        assertThat(member(r.body(), "instance")).isEqualTo(r.request().uri().getRawPath());
+      }
+      HttpResponse<String> page =
+          http.send(
+              HttpRequest.newBuilder(other.uri(ProblemTypes.DEFAULT_PATH + "key-reused")).build(),
+              BodyHandlers.ofString());
+      assertThat(page.headers().firstValue("Content-Type").orElseThrow())
+          .as("the scripted servlet's answer, not a page of the filter")
+          .startsWith("application/json");
+    }
+  }
+
+  @Test
+  void aConfiguredPathServesThePagesThere() throws Exception {
+    try (IdempotencyFilter moved =
+            IdempotencyFilter.builder(store)
+                .anonymousScope("moved")
+                .policy(IdempotencyPolicy.builder().keyRequired(true).build())
+                .problemTypes(ProblemTypes.servedAt("/docs/errors/"))
+                .build();
+        EmbeddedJetty other = EmbeddedJetty.start(moved, Map.of("/*", new Scripted()), Map.of())) {
+      HttpResponse<String> r = send(HttpRequest.newBuilder(other.uri("/moved")).POST(body("x")));
+      assertThat(member(r.body(), "type"))
+          .isEqualTo(other.uri("/docs/errors/key-missing").toString());
+      HttpResponse<String> page =
+          http.send(
+              HttpRequest.newBuilder(other.uri("/docs/errors/key-missing")).build(),
+              BodyHandlers.ofString());
+      assertThat(page.statusCode()).isEqualTo(200);
+      assertThat(page.body()).contains("<h1>Idempotency-Key missing</h1>");
+    }
+  }
+
+  @Test
+  void problemTypesRefuseAPathOrBaseThatCannotTakeAName() {
+    for (String bad : new String[] {"problems", "/problems", "/../x/", "/a b/", "/", ""}) {
+      org.assertj.core.api.Assertions.assertThatThrownBy(() -> ProblemTypes.servedAt(bad))
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("got " + bad);
+    }
+    org.assertj.core.api.Assertions.assertThatThrownBy(
+            () -> ProblemTypes.documentedAt(URI.create("/relative/")))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("/relative/");
+  }
+
+  static HttpRequest.BodyPublisher body(String s) {
+    return HttpRequest.BodyPublishers.ofString(s);
+  }
+
+  @Test
   void problemsCarryTheirInstance() throws Exception {
     HttpResponse<String> r = send(post("/required/here", null, "x"));
     assertThat(r.body()).contains("\"instance\":\"/required/here\"");
-    assertThat(URI.create("tag:idem.io,2025:key-missing").getScheme()).isEqualTo("tag");
   }
 }

@@ -124,6 +124,7 @@ public class IdemKeysAutoConfiguration {
         .inProgressTimeout(properties.getInProgressTimeout())
         .retention(properties.getRetention())
         .storeTimeout(properties.getStoreTimeout())
+        .problemTypes(properties.getProblemTypes().toFilterSetting())
         .build();
   }
 

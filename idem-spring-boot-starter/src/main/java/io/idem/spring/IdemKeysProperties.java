@@ -205,6 +205,12 @@ public class IdemKeysProperties {
 
   private final Redis redis = new Redis();
   private final Postgres postgres = new Postgres();
+  private final ProblemTypes problemTypes = new ProblemTypes();
+
+  /** Where the problems' types point ({@code idem.keys.problem-types.*}). */
+  public ProblemTypes getProblemTypes() {
+    return problemTypes;
+  }
 
   /** The Redis store's settings ({@code idem.keys.redis.*}). */
   public Redis getRedis() {
@@ -238,6 +244,55 @@ public class IdemKeysProperties {
 
     public void setPrefix(String prefix) {
       this.prefix = prefix;
+    }
+  }
+
+  /**
+   * {@code idem.keys.problem-types.*}: the {@code type} of the filter's problems links to a page
+   * documenting it; by default the filter serves those pages at {@code path}.
+   */
+  public static class ProblemTypes {
+    /**
+     * Where the filter serves its pages, under the context path. Default /problems/idempotency/.
+     */
+    private String path = io.idem.http.ProblemTypes.DEFAULT_PATH;
+
+    /**
+     * The operator's own pages: each type is this base followed by the problem's name (e.g. {@code
+     * https://docs.example.com/errors/}), and the filter serves none. Default none.
+     */
+    private String base;
+
+    public String getPath() {
+      return path;
+    }
+
+    public void setPath(String path) {
+      this.path = path;
+    }
+
+    public String getBase() {
+      return base;
+    }
+
+    public void setBase(String base) {
+      this.base = base;
+    }
+
+    /** The filter's setting: the base if set, else the pages served at the path. */
+    io.idem.http.ProblemTypes toFilterSetting() {
+      if (base == null || base.isBlank()) {
+        return io.idem.http.ProblemTypes.servedAt(path);
+      }
+      if (!io.idem.http.ProblemTypes.DEFAULT_PATH.equals(path)) {
+        throw new IllegalArgumentException(
+            "idem.keys.problem-types: set base ("
+                + base
+                + ") or path ("
+                + path
+                + "), not both: with a base the filter serves no pages");
+      }
+      return io.idem.http.ProblemTypes.documentedAt(java.net.URI.create(base.strip()));
     }
   }
 

@@ -95,10 +95,24 @@ class IdempotentSpringApplicationTest {
     return n == null ? 0 : n.get();
   }
 
-  static void assertProblem(HttpResponse<String> r, int status, String type) {
+  /**
+   * {@code r} is the problem {@code name}, whose type is the URL of its documentation page, which
+   * the filter serves in this application (fetched here over HTTP).
+   */
+  static void assertProblem(HttpResponse<String> r, int status, String name) throws Exception {
     assertThat(r.statusCode()).isEqualTo(status);
     assertThat(r.headers().firstValue("Content-Type")).hasValue("application/problem+json");
-    assertThat(r.body()).contains("\"type\":\"tag:idem.io,2025:" + type + "\"");
+    String type = base.resolve("/problems/idempotency/" + name).toString();
+    assertThat(r.body())
+        .contains("\"type\":\"" + type + "\"")
+        .contains("\"title\":\"")
+        .contains("\"instance\":\"" + r.request().uri().getRawPath() + "\"");
+    HttpResponse<String> page =
+        http.send(
+            HttpRequest.newBuilder(URI.create(type)).build(), HttpResponse.BodyHandlers.ofString());
+    assertThat(page.statusCode()).as(type).isEqualTo(200);
+    assertThat(page.headers().firstValue("Content-Type").orElseThrow()).startsWith("text/html");
+    assertThat(page.body()).contains("<code>" + type + "</code>");
   }
 
   @Test

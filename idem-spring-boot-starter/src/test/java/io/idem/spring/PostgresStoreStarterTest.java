@@ -23,7 +23,8 @@ import org.springframework.context.annotation.Configuration;
 /**
  * The starter on the PostgreSQL store: a real Spring Boot application whose DataSource points at a
  * private PostgreSQL server gets {@link PostgresKeyStore} from {@code idem.keys.postgres.enabled},
- * migrates its schema, and replays a retried POST without running it again.
+ * migrates its schema, and replays a retried POST without running it again; its problems' types are
+ * pages the filter serves at the configured {@code idem.keys.problem-types.path}.
  */
 @Timeout(180)
 class PostgresStoreStarterTest {
@@ -49,6 +50,7 @@ class PostgresStoreStarterTest {
                   "--server.address=127.0.0.1",
                   "--idem.keys.postgres.enabled=true",
                   "--idem.keys.scope-header=X-Tenant",
+                  "--idem.keys.problem-types.path=/docs/errors/",
                   "--logging.level.io.idem=WARN",
                   "--spring.main.banner-mode=off")) {
         assertThat(app.getBean(KeyStore.class)).isInstanceOf(PostgresKeyStore.class);
@@ -84,6 +86,23 @@ class PostgresStoreStarterTest {
         assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
         assertThat(again.body()).isEqualTo(first.body());
         assertThat(PaymentsApplication.RUNS.get("withdraw").get()).isEqualTo(before + 1);
+        HttpResponse<String> reused =
+            http.send(
+                HttpRequest.newBuilder(base.resolve("/accounts/a1/withdrawals"))
+                    .header("Content-Type", "application/json")
+                    .header("Idempotency-Key", key)
+                    .header("X-Tenant", "t1")
+                    .POST(HttpRequest.BodyPublishers.ofString("{\"amount\":31}"))
+                    .build(),
+                HttpResponse.BodyHandlers.ofString());
+        String type = base.resolve("/docs/errors/key-reused").toString();
+        assertThat(reused.body()).contains("\"type\":\"" + type + "\"");
+        HttpResponse<String> page =
+            http.send(
+                HttpRequest.newBuilder(URI.create(type)).build(),
+                HttpResponse.BodyHandlers.ofString());
+        assertThat(page.statusCode()).isEqualTo(200);
+        assertThat(page.body()).contains("<h1>Idempotency-Key reused</h1>");
         try (var c = pg.connect();
             var s = c.createStatement();
             var rs = s.executeQuery("SELECT count(*) FROM idem_keys")) {

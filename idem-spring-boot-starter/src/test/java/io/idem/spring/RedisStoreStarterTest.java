@@ -27,13 +27,15 @@ import org.springframework.context.ConfigurableApplicationContext;
 /**
  * The starter on the Redis store: a real Spring Boot application with {@code idem.keys.redis.uri}
  * pointing at a private redis-server gets {@link RedisKeyStore} as its key store, replays a retried
- * POST without running it again, refuses the key with another body (422), and keeps the record in
- * Redis under the configured prefix.
+ * POST without running it again, refuses the key with another body (422, its type under the
+ * configured {@code idem.keys.problem-types.base}), and keeps the record in Redis under the
+ * configured prefix.
  */
 @Timeout(180)
 class RedisStoreStarterTest {
   static final String PREFIX = "starter-test";
   static final String TENANT = "t1";
+  static final String DOCS = "https://docs.example.com/errors/";
 
   @TempDir Path dir;
 
@@ -48,6 +50,7 @@ class RedisStoreStarterTest {
                     "--idem.keys.redis.uri=" + redis.uri(),
                     "--idem.keys.redis.prefix=" + PREFIX,
                     "--idem.keys.scope-header=X-Tenant",
+                    "--idem.keys.problem-types.base=" + DOCS,
                     "--logging.level.io.idem=WARN",
                     "--spring.main.banner-mode=off")) {
       assertThat(app.getBean(KeyStore.class)).isInstanceOf(RedisKeyStore.class);
@@ -69,7 +72,12 @@ class RedisStoreStarterTest {
       assertThat(again.headers().firstValue("Idempotent-Replayed")).hasValue("true");
       assertThat(again.body()).isEqualTo(first.body());
       assertThat(otherBody.statusCode()).as(otherBody.body()).isEqualTo(422);
-      assertThat(otherBody.body()).contains("key-reused");
+      assertThat(otherBody.body()).contains("\"type\":\"" + DOCS + "key-reused\"");
+      HttpResponse<String> page =
+          http.send(
+              HttpRequest.newBuilder(base.resolve("/problems/idempotency/key-reused")).build(),
+              HttpResponse.BodyHandlers.ofString());
+      assertThat(page.statusCode()).as("with a base, the filter serves no page").isEqualTo(404);
       assertThat(runs.get()).as("the handler ran once").isEqualTo(before + 1);
 
       // The record, completed, in the application's Redis under the configured prefix: the
