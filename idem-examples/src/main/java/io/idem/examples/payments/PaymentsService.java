@@ -12,6 +12,7 @@ import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
+import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -21,6 +22,7 @@ import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.eclipse.jetty.ee10.servlet.FilterHolder;
@@ -358,9 +360,11 @@ public final class PaymentsService implements AutoCloseable {
    * idem), {@code --no-idempotency}, {@code --in-progress-timeout 30s}, {@code --wait 0s}, {@code
    * --processing-delay 0s}, {@code --accounts alice,bob,carol} opened with {@code --balance
    * 1000000}. The Idem store: {@code --servers host:port,...} (default: an embedded 3-node cluster
-   * in a temporary directory). Redis: {@code --redis-uri redis://host:port} (required), {@code
-   * --redis-prefix payments}. PostgreSQL: {@code --jdbc-url jdbc:postgresql://host:port/db}
-   * (required), {@code --jdbc-user postgres}, {@code --jdbc-password ""}, {@code --pool 16}.
+   * in a temporary directory, deleted when the service stops, on SIGINT and SIGTERM too: its
+   * balances and keys do not outlive the process). Redis: {@code --redis-uri redis://host:port}
+   * (required), {@code --redis-prefix payments}. PostgreSQL: {@code --jdbc-url
+   * jdbc:postgresql://host:port/db} (required), {@code --jdbc-user postgres}, {@code
+   * --jdbc-password ""}, {@code --pool 16}.
    */
   public static void main(String[] args) throws Exception {
     int code = serve(args, new CountDownLatch(1));
@@ -453,20 +457,64 @@ public final class PaymentsService implements AutoCloseable {
   }
 
   /**
-   * {@link #main}'s body (the options as for main): serves until {@code stop} opens (never, from
-   * main); 2 on bad options, 1 if the store cannot be reached.
+   * {@link #main}'s body (the options as for main), printing to the standard streams: see {@link
+   * #serve(String[], CountDownLatch, PrintWriter, PrintWriter)}.
    */
   public static int serve(String[] args, CountDownLatch stop) throws Exception {
+    return serve(args, stop, new PrintWriter(System.out, true), new PrintWriter(System.err, true));
+  }
+
+  /** How long SIGINT or SIGTERM waits for the service to stop and clean up before the JVM exits. */
+  static final Duration SHUTDOWN_GRACE = Duration.ofSeconds(20);
+
+  /**
+   * Serves until {@code stop} opens or the JVM is told to exit (SIGINT, SIGTERM: a shutdown hook
+   * opens {@code stop} and waits, at most {@link #SHUTDOWN_GRACE}, for the server to stop, the
+   * store to close and the embedded cluster's temporary folder to be deleted; if that takes longer,
+   * the hook deletes the folder itself). Returns 0 once stopped, 2 on bad options, 1 if the store
+   * cannot be reached; errors go to {@code err} as one line.
+   */
+  public static int serve(String[] args, CountDownLatch stop, PrintWriter out, PrintWriter err)
+      throws Exception {
     Command cmd;
     try {
       cmd = Command.parse(args);
     } catch (RuntimeException e) {
-      System.err.println("payments: " + e.getMessage());
+      err.println("payments: " + e.getMessage());
       return 2;
     }
-    if (cmd.store() == Store.IDEM) {
-      return serveOnIdem(cmd, stop);
+    AtomicReference<Path> temporary = new AtomicReference<>();
+    CountDownLatch stopped = new CountDownLatch(1);
+    Thread hook =
+        new Thread(
+            () -> {
+              stop.countDown();
+              try {
+                if (!stopped.await(SHUTDOWN_GRACE.toMillis(), TimeUnit.MILLISECONDS)) {
+                  Durations.deleteTree(temporary.get()); // the cluster did not close in time
+                }
+              } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+              }
+            },
+            "payments-shutdown");
+    Runtime.getRuntime().addShutdownHook(hook);
+    try {
+      return cmd.store() == Store.IDEM
+          ? serveOnIdem(cmd, stop, out, temporary)
+          : serveOn(cmd, stop, out, err);
+    } finally {
+      stopped.countDown();
+      try {
+        Runtime.getRuntime().removeShutdownHook(hook);
+      } catch (IllegalStateException e) {
+        // The JVM is exiting: the hook is what stopped us.
+      }
     }
+  }
+
+  private static int serveOn(Command cmd, CountDownLatch stop, PrintWriter out, PrintWriter err)
+      throws Exception {
     Balances balances;
     try {
       balances =
@@ -475,46 +523,58 @@ public final class PaymentsService implements AutoCloseable {
               : PostgresBalances.connect(
                   cmd.jdbcUrl(), cmd.jdbcUser(), cmd.jdbcPassword(), cmd.pool());
     } catch (IllegalArgumentException e) {
-      System.err.println("payments: " + e.getMessage());
+      err.println("payments: " + e.getMessage());
       return 2;
     } catch (RuntimeException e) {
-      System.err.println("payments: cannot reach the " + cmd.store() + " store: " + e.getMessage());
+      err.println("payments: cannot reach the " + cmd.store() + " store: " + e.getMessage());
       return 1;
     }
     try (balances) {
-      run(balances, cmd, stop);
+      run(balances, cmd, stop, out);
     }
     return 0;
   }
 
-  private static int serveOnIdem(Command cmd, CountDownLatch stop) throws Exception {
+  private static int serveOnIdem(
+      Command cmd, CountDownLatch stop, PrintWriter out, AtomicReference<Path> temporary)
+      throws Exception {
     String servers = cmd.servers();
     Path dir = null;
     LocalCluster cluster = null;
-    if (servers == null) {
-      dir = Files.createTempDirectory("idem-payments");
-      cluster = LocalCluster.start(3, dir);
-      cluster.waitForLeader(Duration.ofSeconds(30));
-      servers = String.join(",", cluster.clientAddresses());
-      System.out.println("payments: embedded Idem store, 3 nodes: " + servers);
-    }
-    try (IdemClient client = IdemClient.builder().servers(servers).build()) {
-      run(new IdemBalances(client), cmd, stop);
+    try {
+      if (servers == null) {
+        dir = Files.createTempDirectory("idem-payments");
+        temporary.set(dir);
+        cluster = LocalCluster.start(3, dir);
+        cluster.waitForLeader(Duration.ofSeconds(30));
+        servers = String.join(",", cluster.clientAddresses());
+        out.println(
+            "payments: embedded Idem store, 3 nodes: "
+                + servers
+                + "; its data (balances and keys) lives in "
+                + dir
+                + " and is deleted when the service stops: every start opens the accounts anew"
+                + " (--servers, --store redis or --store postgres keep them)");
+      }
+      try (IdemClient client = IdemClient.builder().servers(servers).build()) {
+        run(new IdemBalances(client), cmd, stop, out);
+      }
     } finally {
       if (cluster != null) {
         cluster.close();
-        Durations.deleteTree(dir);
       }
+      Durations.deleteTree(dir);
     }
     return 0;
   }
 
-  private static void run(Balances balances, Command cmd, CountDownLatch stop) throws Exception {
+  private static void run(Balances balances, Command cmd, CountDownLatch stop, PrintWriter out)
+      throws Exception {
     for (String account : cmd.accounts()) {
       balances.open(account, cmd.balance());
     }
     try (PaymentsService service = start(balances, cmd.options())) {
-      System.out.println(
+      out.println(
           "payments: listening on http://127.0.0.1:"
               + service.port()
               + " ("
@@ -523,7 +583,7 @@ public final class PaymentsService implements AutoCloseable {
               + (cmd.options().idempotency() ? "on" : "OFF")
               + "); accounts "
               + cmd.accounts());
-      System.out.flush();
+      out.flush();
       stop.await();
     }
   }
