@@ -14,7 +14,8 @@ import picocli.CommandLine.Spec;
 /**
  * {@code idem demo payments}: seed 001's withdrawals as an HTTP service behind the Idempotency-Key
  * filter, driven through lost responses, a killed Idem leader and a killed service, then judged
- * against the acknowledged withdrawals. {@code --serve} only runs the service, for curl.
+ * against the acknowledged withdrawals. {@code --serve} only runs the service, for curl, on the
+ * store {@code --store} names ({@link PaymentsService#serve}: the same options).
  */
 @Command(
     name = "payments",
@@ -25,7 +26,10 @@ import picocli.CommandLine.Spec;
           + " leader and the service itself are killed; then prints balances and a verdict against"
           + " the acknowledged withdrawals. Exit 0 on PASS.",
       "--no-idempotency switches the filter off (the negative control: double withdrawals, exit 1).",
-      "--serve only starts the service on --port for curl (README)."
+      "--serve only starts the service on --port for curl (README), on --store idem (default: an"
+          + " embedded 3-node Idem store in a temporary folder, deleted when the service stops,"
+          + " Ctrl-C included: balances and keys start anew at every start; --servers keeps them"
+          + " on a cluster of your own), redis (--redis-uri) or postgres (--jdbc-url)."
     })
 final class PaymentsDemoCommand implements Callable<Integer> {
   @Spec CommandSpec spec;
@@ -51,8 +55,77 @@ final class PaymentsDemoCommand implements Callable<Integer> {
   @Option(names = "--no-idempotency", description = "Switch the filter off: the negative control.")
   boolean noIdempotency;
 
-  @Option(names = "--serve", description = "Only run the service (with its embedded store).")
+  @Option(names = "--serve", description = "Only run the service, on --store.")
   boolean serve;
+
+  @Option(
+      names = "--store",
+      defaultValue = "idem",
+      paramLabel = "idem|redis|postgres",
+      description =
+          "With --serve: where keys and balances live: idem, redis or postgres."
+              + " Default: ${DEFAULT-VALUE}.")
+  String store;
+
+  @Option(
+      names = "--servers",
+      paramLabel = "HOST:PORT,...",
+      description =
+          "With --serve --store idem: an Idem cluster of your own, whose balances and keys outlive"
+              + " the service. Default: an embedded 3-node cluster, deleted when it stops.")
+  String servers;
+
+  @Option(
+      names = "--redis-uri",
+      paramLabel = "URI",
+      description = "With --serve --store redis (required): the server, redis://host:port.")
+  String redisUri;
+
+  @Option(
+      names = "--redis-prefix",
+      defaultValue = "payments",
+      description = "With --serve --store redis: the keys' namespace. Default: ${DEFAULT-VALUE}.")
+  String redisPrefix;
+
+  @Option(
+      names = "--jdbc-url",
+      paramLabel = "URL",
+      description =
+          "With --serve --store postgres (required): jdbc:postgresql://host:port/database.")
+  String jdbcUrl;
+
+  @Option(
+      names = "--jdbc-user",
+      defaultValue = "postgres",
+      description = "With --serve --store postgres: the user. Default: ${DEFAULT-VALUE}.")
+  String jdbcUser;
+
+  @Option(
+      names = "--jdbc-password",
+      defaultValue = "",
+      description = "With --serve --store postgres: the password. Default: none.")
+  String jdbcPassword;
+
+  @Option(
+      names = "--pool",
+      defaultValue = "16",
+      description = "With --serve --store postgres: connections. Default: ${DEFAULT-VALUE}.")
+  int pool;
+
+  /** The options that only {@code --serve} takes. */
+  private static final List<String> SERVE_ONLY =
+      List.of(
+          "--store",
+          "--servers",
+          "--redis-uri",
+          "--redis-prefix",
+          "--jdbc-url",
+          "--jdbc-user",
+          "--jdbc-password",
+          "--pool",
+          "--port",
+          "--processing-delay",
+          "--wait");
 
   @Option(
       names = "--port",
@@ -75,13 +148,19 @@ final class PaymentsDemoCommand implements Callable<Integer> {
   @Override
   public Integer call() throws Exception {
     if (serve) {
-      List<String> args = new ArrayList<>();
-      args.addAll(List.of("--port", Integer.toString(port)));
-      args.addAll(List.of("--processing-delay", processingDelay, "--wait", waitForResult));
-      if (noIdempotency) {
-        args.add("--no-idempotency");
+      return serve();
+    }
+    for (String option : SERVE_ONLY) {
+      if (spec.commandLine().getParseResult().hasMatchedOption(option)) {
+        spec.commandLine()
+            .getErr()
+            .println(
+                "idem: "
+                    + option
+                    + " applies to --serve (the demo under faults runs on its own embedded Idem"
+                    + " store)");
+        return 2;
       }
-      return PaymentsService.serve(args.toArray(new String[0]), new CountDownLatch(1));
     }
     PaymentsDemo.Options options;
     try {
@@ -93,5 +172,47 @@ final class PaymentsDemoCommand implements Callable<Integer> {
       return 2;
     }
     return PaymentsDemo.run(options, spec.commandLine().getOut()).pass() ? 0 : 1;
+  }
+
+  /** The service alone, until SIGINT or SIGTERM ({@link PaymentsService#serve} cleans up). */
+  private int serve() throws Exception {
+    try {
+      PaymentsService.Store.named(store);
+    } catch (IllegalArgumentException e) {
+      spec.commandLine().getErr().println("idem: " + e.getMessage());
+      return 2;
+    }
+    List<String> args = new ArrayList<>();
+    args.addAll(List.of("--port", Integer.toString(port), "--store", store));
+    args.addAll(List.of("--processing-delay", processingDelay, "--wait", waitForResult));
+    for (String[] option :
+        new String[][] {
+          {"--servers", servers}, {"--redis-uri", redisUri}, {"--jdbc-url", jdbcUrl},
+        }) {
+      if (option[1] != null) {
+        args.addAll(List.of(option));
+      }
+    }
+    if (store.equals("redis")) {
+      args.addAll(List.of("--redis-prefix", redisPrefix));
+    }
+    if (store.equals("postgres")) {
+      args.addAll(
+          List.of(
+              "--jdbc-user",
+              jdbcUser,
+              "--jdbc-password",
+              jdbcPassword,
+              "--pool",
+              Integer.toString(pool)));
+    }
+    if (noIdempotency) {
+      args.add("--no-idempotency");
+    }
+    return PaymentsService.serve(
+        args.toArray(new String[0]),
+        new CountDownLatch(1),
+        spec.commandLine().getOut(),
+        spec.commandLine().getErr());
   }
 }

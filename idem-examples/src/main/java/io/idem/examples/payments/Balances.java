@@ -2,6 +2,7 @@ package io.idem.examples.payments;
 
 import io.idem.http.IdempotencyFilter;
 import io.idem.http.IdempotentRequest;
+import io.idem.keys.IdempotencyKey;
 import java.util.Optional;
 
 /**
@@ -33,6 +34,12 @@ interface Balances extends AutoCloseable {
    * all: as the completion's effect (Idem, Redis), or in the key's transaction (PostgreSQL).
    */
   void debit(IdempotentRequest keyed, String account, long amount);
+
+  /**
+   * What the filter stored for {@code key} once completed (its response, format version 1); empty
+   * if the key has no completed record (none, in progress, or past its retention).
+   */
+  Optional<byte[]> storedResponse(IdempotencyKey key);
 
   /** Closes what this backend opened (not what it was given). */
   @Override

@@ -1,9 +1,11 @@
 package io.idem.examples.payments;
 
 import io.idem.client.IdemClient;
+import io.idem.client.KeyRecord;
 import io.idem.client.Write;
 import io.idem.http.IdempotencyFilter;
 import io.idem.http.IdempotentRequest;
+import io.idem.keys.IdempotencyKey;
 import io.idem.keys.idem.IdemKeyStore;
 import java.util.Optional;
 
@@ -45,6 +47,14 @@ final class IdemBalances implements Balances {
   public void debit(IdempotentRequest keyed, String account, long amount) {
     // The debit lands with the stored response or not at all (seed 001's second defect).
     keyed.completeWith(Write.increment(PaymentsService.balanceKey(account), -amount));
+  }
+
+  @Override
+  public Optional<byte[]> storedResponse(IdempotencyKey key) {
+    return client
+        .getKey(key.scope(), key.key())
+        .filter(KeyRecord::completed)
+        .flatMap(r -> Withdrawals.executorResult(r.response()));
   }
 
   @Override

@@ -4,12 +4,15 @@ import io.idem.client.IdemClient;
 import io.idem.http.IdempotencyFilter;
 import io.idem.http.IdempotencyPolicy;
 import io.idem.http.IdempotentRequest;
+import io.idem.http.ProblemTypes;
+import io.idem.keys.IdempotencyKey;
 import io.idem.testkit.LocalCluster;
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
+import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -18,11 +21,16 @@ import java.util.EnumSet;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.eclipse.jetty.ee10.servlet.FilterHolder;
 import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
 import org.eclipse.jetty.ee10.servlet.ServletHolder;
+import org.eclipse.jetty.http.UriCompliance;
+import org.eclipse.jetty.server.HttpConfiguration;
+import org.eclipse.jetty.server.HttpConnectionFactory;
 import org.eclipse.jetty.server.Server;
 import org.eclipse.jetty.server.ServerConnector;
 import org.eclipse.jetty.util.thread.QueuedThreadPool;
@@ -33,10 +41,13 @@ import org.eclipse.jetty.util.thread.QueuedThreadPool;
  *
  * <ul>
  *   <li>{@code POST /accounts/{account}/withdrawals} with {@code {"amount": N}}: 201 and the
- *       withdrawal; 404 for an unknown account, 422 for insufficient funds, 400 for a bad body
- *       (problems, RFC 9457). Under the filter, the debit is handed to the key store as the
- *       completion's effect: it lands in the same replicated command that stores the response, or
- *       not at all. A retry is replayed and debits nothing.
+ *       withdrawal, its {@code Location} the withdrawal's path ({@link Withdrawals#path}: the key
+ *       percent-encoded); 404 for an unknown account, 402 for insufficient funds, 400 for a bad
+ *       body (problems, RFC 9457, {@link PaymentsProblem}). Under the filter, the debit is handed
+ *       to the key store as the completion's effect: it lands in the same replicated command that
+ *       stores the response, or not at all. A retry is replayed and debits nothing.
+ *   <li>{@code GET /accounts/{account}/withdrawals/{id}}: the withdrawal, which is what the key
+ *       store holds for its key (the stored 201), for the same caller; 404 otherwise.
  *   <li>{@code GET /accounts/{account}}: the balance.
  *   <li>{@code POST /plain/accounts/{account}/withdrawals}: the same handler without the filter, on
  *       the same server (the benchmark's baseline): it debits with a plain increment.
@@ -49,7 +60,7 @@ import org.eclipse.jetty.util.thread.QueuedThreadPool;
  *
  * <pre>
  * java -cp idem-examples/target/idem-examples.jar io.idem.examples.payments.PaymentsService \
- *     --port 8080                  # with an embedded 3-node Idem store; --servers to use a cluster
+ *     --port 8080     # an embedded 3-node Idem store, deleted when it stops; --servers: a cluster
  * </pre>
  */
 public final class PaymentsService implements AutoCloseable {
@@ -92,12 +103,23 @@ public final class PaymentsService implements AutoCloseable {
     QueuedThreadPool threads = new QueuedThreadPool(256, 16);
     threads.setName("payments-http");
     Server server = new Server(threads);
-    ServerConnector connector = new ServerConnector(server);
+    // A withdrawal's id is its key, which may hold "/", "%" or be "..": its path escapes them
+    // (%2F, %25, %2E%2E), which Jetty refuses by default as ambiguous (the connector with 400, the
+    // servlet API with an exception). This service reads its paths raw (Accounts.rawPathInfo) and
+    // has no path-based security constraints such paths could slip past, so it lets them through.
+    HttpConfiguration http = new HttpConfiguration();
+    http.setUriCompliance(
+        UriCompliance.DEFAULT.with(
+            "payments",
+            UriCompliance.AMBIGUOUS_VIOLATIONS.toArray(new UriCompliance.Violation[0])));
+    ServerConnector connector = new ServerConnector(server, new HttpConnectionFactory(http));
     connector.setHost("127.0.0.1");
     connector.setPort(options.port());
     connector.setReuseAddress(true);
     server.addConnector(connector);
     ServletContextHandler context = new ServletContextHandler();
+    context.getServletHandler().setDecodeAmbiguousURIs(true);
+    context.addServlet(new ServletHolder(new PaymentsProblem.Pages()), PaymentsProblem.PATH + "*");
     context.addServlet(
         new ServletHolder(new Accounts(balances, options.processingDelay())), "/accounts/*");
     context.addServlet(
@@ -107,8 +129,8 @@ public final class PaymentsService implements AutoCloseable {
             .filter()
             // The example's callers are not told apart: one scope for all, unless a caller names
             // itself with X-Client-Id. A service with users scopes keys by principal.
-            .scopeHeader("X-Client-Id")
-            .anonymousScope("payments-example")
+            .scopeHeader(Withdrawals.CLIENT_HEADER)
+            .anonymousScope(Withdrawals.ANONYMOUS_SCOPE)
             .policy(
                 IdempotencyPolicy.builder()
                     .keyRequired(true)
@@ -117,8 +139,11 @@ public final class PaymentsService implements AutoCloseable {
             .inProgressTimeout(options.inProgressTimeout())
             .build();
     if (options.idempotency()) {
+      FilterHolder holder = new FilterHolder(filter);
+      context.addFilter(holder, "/accounts/*", EnumSet.of(DispatcherType.REQUEST));
+      // The pages its problems' types point at (ProblemTypes.DEFAULT_PATH).
       context.addFilter(
-          new FilterHolder(filter), "/accounts/*", EnumSet.of(DispatcherType.REQUEST));
+          holder, ProblemTypes.DEFAULT_PATH + "*", EnumSet.of(DispatcherType.REQUEST));
     }
     server.setHandler(context);
     server.start();
@@ -158,6 +183,8 @@ public final class PaymentsService implements AutoCloseable {
     private static final long serialVersionUID = 1L;
     private static final Pattern WITHDRAWALS =
         Pattern.compile("^/([A-Za-z0-9_-]{1,64})/withdrawals$");
+    private static final Pattern WITHDRAWAL =
+        Pattern.compile("^/([A-Za-z0-9_-]{1,64})/withdrawals/([^/]+)$");
     private static final Pattern ACCOUNT = Pattern.compile("^/([A-Za-z0-9_-]{1,64})$");
     private static final Pattern AMOUNT = Pattern.compile("\"amount\"\\s*:\\s*(\\d{1,12})");
 
@@ -169,44 +196,94 @@ public final class PaymentsService implements AutoCloseable {
       this.processingDelay = processingDelay;
     }
 
+    /**
+     * The path after the servlet's, as sent (still percent-encoded): a withdrawal's id may hold an
+     * escaped "/" or be an escaped "..", which the decoded path would lose.
+     */
+    private static String rawPathInfo(HttpServletRequest req) {
+      return req.getRequestURI()
+          .substring(req.getContextPath().length() + req.getServletPath().length());
+    }
+
     @Override
     protected void doGet(HttpServletRequest req, HttpServletResponse resp) throws IOException {
-      Matcher m = ACCOUNT.matcher(String.valueOf(req.getPathInfo()));
+      String path = rawPathInfo(req);
+      Matcher w = WITHDRAWAL.matcher(path);
+      if (w.matches()) {
+        withdrawal(req, resp, w.group(1), w.group(2));
+        return;
+      }
+      Matcher m = ACCOUNT.matcher(path);
       if (!m.matches()) {
-        problem(resp, 404, "not-found", "no such resource");
+        PaymentsProblem.NOT_FOUND.send(
+            req, resp, "GET /accounts/{account} or /accounts/{account}/withdrawals/{id}");
         return;
       }
       Optional<Long> balance = balances.balance(Optional.empty(), m.group(1));
       if (balance.isEmpty()) {
-        problem(resp, 404, "no-such-account", "no account " + m.group(1));
+        PaymentsProblem.NO_SUCH_ACCOUNT.send(req, resp, "no account " + m.group(1));
         return;
       }
       json(resp, 200, "{\"account\":\"" + m.group(1) + "\",\"balance\":" + balance.get() + "}");
     }
 
+    /** The stored 201 of the withdrawal {@code rawId} from {@code account}, for this caller. */
+    private void withdrawal(
+        HttpServletRequest req, HttpServletResponse resp, String account, String rawId)
+        throws IOException {
+      Optional<String> id = Withdrawals.id(rawId);
+      Optional<Withdrawals.Stored> stored =
+          id.flatMap(i -> balances.storedResponse(new IdempotencyKey(Withdrawals.scope(req), i)))
+              .flatMap(Withdrawals::decode)
+              // Made from this account (the key is the caller's, not the account's).
+              .filter(
+                  s ->
+                      s.status() == 201
+                          && Withdrawals.path(account, id.get()).equals(s.location()));
+      if (stored.isEmpty()) {
+        PaymentsProblem.NO_SUCH_WITHDRAWAL.send(
+            req,
+            resp,
+            "no withdrawal "
+                + id.orElse(rawId)
+                + " from account "
+                + account
+                + " is stored for this caller");
+        return;
+      }
+      resp.setStatus(200);
+      resp.setContentType("application/json");
+      resp.setContentLength(stored.get().body().length);
+      resp.getOutputStream().write(stored.get().body());
+    }
+
     @Override
     protected void doPost(HttpServletRequest req, HttpServletResponse resp) throws IOException {
-      Matcher m = WITHDRAWALS.matcher(String.valueOf(req.getPathInfo()));
+      Matcher m = WITHDRAWALS.matcher(rawPathInfo(req));
       if (!m.matches()) {
-        problem(resp, 404, "not-found", "POST /accounts/{account}/withdrawals");
+        PaymentsProblem.NOT_FOUND.send(req, resp, "POST /accounts/{account}/withdrawals");
         return;
       }
       String account = m.group(1);
       Matcher a =
           AMOUNT.matcher(new String(req.getInputStream().readAllBytes(), StandardCharsets.UTF_8));
       if (!a.find() || Long.parseLong(a.group(1)) < 1) {
-        problem(resp, 400, "bad-withdrawal", "the body must be {\"amount\": N} with N >= 1");
+        PaymentsProblem.BAD_WITHDRAWAL.send(
+            req, resp, "the body must be {\"amount\": N} with N >= 1");
         return;
       }
       long amount = Long.parseLong(a.group(1));
       Optional<IdempotentRequest> keyed = IdempotentRequest.of(req);
       Optional<Long> balance = balances.balance(keyed, account);
       if (balance.isEmpty()) {
-        problem(resp, 404, "no-such-account", "no account " + account);
+        PaymentsProblem.NO_SUCH_ACCOUNT.send(req, resp, "no account " + account);
         return;
       }
       if (balance.get() < amount) {
-        problem(resp, 422, "insufficient-funds", "balance " + balance.get() + " < " + amount);
+        PaymentsProblem.INSUFFICIENT_FUNDS.send(
+            req,
+            resp,
+            "the balance of " + account + " is " + balance.get() + ", less than " + amount);
         return;
       }
       pause();
@@ -215,17 +292,17 @@ public final class PaymentsService implements AutoCloseable {
         // The debit lands with the stored response or not at all (seed 001's second defect).
         balances.debit(keyed.get(), account, amount);
         id = keyed.get().key().key();
+        resp.setHeader("Location", Withdrawals.path(account, id));
       } else {
-        balances.debit(account, amount);
+        balances.debit(account, amount); // the plain endpoint: no key, no withdrawal resource
         id = "none";
       }
-      resp.setHeader("Location", "/accounts/" + account + "/withdrawals/" + id);
       json(
           resp,
           201,
-          "{\"withdrawal\":\""
-              + id.replace("\\", "\\\\").replace("\"", "\\\"")
-              + "\",\"account\":\""
+          "{\"withdrawal\":"
+              + PaymentsProblem.Json.quote(id)
+              + ",\"account\":\""
               + account
               + "\",\"amount\":"
               + amount
@@ -237,8 +314,7 @@ public final class PaymentsService implements AutoCloseable {
         return;
       }
       try {
-        new CountDownLatch(1)
-            .await(processingDelay.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+        new CountDownLatch(1).await(processingDelay.toMillis(), TimeUnit.MILLISECONDS);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }
@@ -248,23 +324,6 @@ public final class PaymentsService implements AutoCloseable {
       byte[] b = body.getBytes(StandardCharsets.UTF_8);
       resp.setStatus(status);
       resp.setContentType("application/json");
-      resp.setContentLength(b.length);
-      resp.getOutputStream().write(b);
-    }
-
-    private static void problem(HttpServletResponse resp, int status, String type, String detail)
-        throws IOException {
-      byte[] b =
-          ("{\"type\":\"tag:idem.io,2025:payments:"
-                  + type
-                  + "\",\"status\":"
-                  + status
-                  + ",\"detail\":\""
-                  + detail.replace("\"", "\\\"")
-                  + "\"}")
-              .getBytes(StandardCharsets.UTF_8);
-      resp.setStatus(status);
-      resp.setContentType("application/problem+json");
       resp.setContentLength(b.length);
       resp.getOutputStream().write(b);
     }
@@ -301,9 +360,11 @@ public final class PaymentsService implements AutoCloseable {
    * idem), {@code --no-idempotency}, {@code --in-progress-timeout 30s}, {@code --wait 0s}, {@code
    * --processing-delay 0s}, {@code --accounts alice,bob,carol} opened with {@code --balance
    * 1000000}. The Idem store: {@code --servers host:port,...} (default: an embedded 3-node cluster
-   * in a temporary directory). Redis: {@code --redis-uri redis://host:port} (required), {@code
-   * --redis-prefix payments}. PostgreSQL: {@code --jdbc-url jdbc:postgresql://host:port/db}
-   * (required), {@code --jdbc-user postgres}, {@code --jdbc-password ""}, {@code --pool 16}.
+   * in a temporary directory, deleted when the service stops, on SIGINT and SIGTERM too: its
+   * balances and keys do not outlive the process). Redis: {@code --redis-uri redis://host:port}
+   * (required), {@code --redis-prefix payments}. PostgreSQL: {@code --jdbc-url
+   * jdbc:postgresql://host:port/db} (required), {@code --jdbc-user postgres}, {@code
+   * --jdbc-password ""}, {@code --pool 16}.
    */
   public static void main(String[] args) throws Exception {
     int code = serve(args, new CountDownLatch(1));
@@ -396,20 +457,64 @@ public final class PaymentsService implements AutoCloseable {
   }
 
   /**
-   * {@link #main}'s body (the options as for main): serves until {@code stop} opens (never, from
-   * main); 2 on bad options, 1 if the store cannot be reached.
+   * {@link #main}'s body (the options as for main), printing to the standard streams: see {@link
+   * #serve(String[], CountDownLatch, PrintWriter, PrintWriter)}.
    */
   public static int serve(String[] args, CountDownLatch stop) throws Exception {
+    return serve(args, stop, new PrintWriter(System.out, true), new PrintWriter(System.err, true));
+  }
+
+  /** How long SIGINT or SIGTERM waits for the service to stop and clean up before the JVM exits. */
+  static final Duration SHUTDOWN_GRACE = Duration.ofSeconds(20);
+
+  /**
+   * Serves until {@code stop} opens or the JVM is told to exit (SIGINT, SIGTERM: a shutdown hook
+   * opens {@code stop} and waits, at most {@link #SHUTDOWN_GRACE}, for the server to stop, the
+   * store to close and the embedded cluster's temporary folder to be deleted; if that takes longer,
+   * the hook deletes the folder itself). Returns 0 once stopped, 2 on bad options, 1 if the store
+   * cannot be reached; errors go to {@code err} as one line.
+   */
+  public static int serve(String[] args, CountDownLatch stop, PrintWriter out, PrintWriter err)
+      throws Exception {
     Command cmd;
     try {
       cmd = Command.parse(args);
     } catch (RuntimeException e) {
-      System.err.println("payments: " + e.getMessage());
+      err.println("payments: " + e.getMessage());
       return 2;
     }
-    if (cmd.store() == Store.IDEM) {
-      return serveOnIdem(cmd, stop);
+    AtomicReference<Path> temporary = new AtomicReference<>();
+    CountDownLatch stopped = new CountDownLatch(1);
+    Thread hook =
+        new Thread(
+            () -> {
+              stop.countDown();
+              try {
+                if (!stopped.await(SHUTDOWN_GRACE.toMillis(), TimeUnit.MILLISECONDS)) {
+                  Durations.deleteTree(temporary.get()); // the cluster did not close in time
+                }
+              } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+              }
+            },
+            "payments-shutdown");
+    Runtime.getRuntime().addShutdownHook(hook);
+    try {
+      return cmd.store() == Store.IDEM
+          ? serveOnIdem(cmd, stop, out, temporary)
+          : serveOn(cmd, stop, out, err);
+    } finally {
+      stopped.countDown();
+      try {
+        Runtime.getRuntime().removeShutdownHook(hook);
+      } catch (IllegalStateException e) {
+        // The JVM is exiting: the hook is what stopped us.
+      }
     }
+  }
+
+  private static int serveOn(Command cmd, CountDownLatch stop, PrintWriter out, PrintWriter err)
+      throws Exception {
     Balances balances;
     try {
       balances =
@@ -418,46 +523,58 @@ public final class PaymentsService implements AutoCloseable {
               : PostgresBalances.connect(
                   cmd.jdbcUrl(), cmd.jdbcUser(), cmd.jdbcPassword(), cmd.pool());
     } catch (IllegalArgumentException e) {
-      System.err.println("payments: " + e.getMessage());
+      err.println("payments: " + e.getMessage());
       return 2;
     } catch (RuntimeException e) {
-      System.err.println("payments: cannot reach the " + cmd.store() + " store: " + e.getMessage());
+      err.println("payments: cannot reach the " + cmd.store() + " store: " + e.getMessage());
       return 1;
     }
     try (balances) {
-      run(balances, cmd, stop);
+      run(balances, cmd, stop, out);
     }
     return 0;
   }
 
-  private static int serveOnIdem(Command cmd, CountDownLatch stop) throws Exception {
+  private static int serveOnIdem(
+      Command cmd, CountDownLatch stop, PrintWriter out, AtomicReference<Path> temporary)
+      throws Exception {
     String servers = cmd.servers();
     Path dir = null;
     LocalCluster cluster = null;
-    if (servers == null) {
-      dir = Files.createTempDirectory("idem-payments");
-      cluster = LocalCluster.start(3, dir);
-      cluster.waitForLeader(Duration.ofSeconds(30));
-      servers = String.join(",", cluster.clientAddresses());
-      System.out.println("payments: embedded Idem store, 3 nodes: " + servers);
-    }
-    try (IdemClient client = IdemClient.builder().servers(servers).build()) {
-      run(new IdemBalances(client), cmd, stop);
+    try {
+      if (servers == null) {
+        dir = Files.createTempDirectory("idem-payments");
+        temporary.set(dir);
+        cluster = LocalCluster.start(3, dir);
+        cluster.waitForLeader(Duration.ofSeconds(30));
+        servers = String.join(",", cluster.clientAddresses());
+        out.println(
+            "payments: embedded Idem store, 3 nodes: "
+                + servers
+                + "; its data (balances and keys) lives in "
+                + dir
+                + " and is deleted when the service stops: every start opens the accounts anew"
+                + " (--servers, --store redis or --store postgres keep them)");
+      }
+      try (IdemClient client = IdemClient.builder().servers(servers).build()) {
+        run(new IdemBalances(client), cmd, stop, out);
+      }
     } finally {
       if (cluster != null) {
         cluster.close();
-        Durations.deleteTree(dir);
       }
+      Durations.deleteTree(dir);
     }
     return 0;
   }
 
-  private static void run(Balances balances, Command cmd, CountDownLatch stop) throws Exception {
+  private static void run(Balances balances, Command cmd, CountDownLatch stop, PrintWriter out)
+      throws Exception {
     for (String account : cmd.accounts()) {
       balances.open(account, cmd.balance());
     }
     try (PaymentsService service = start(balances, cmd.options())) {
-      System.out.println(
+      out.println(
           "payments: listening on http://127.0.0.1:"
               + service.port()
               + " ("
@@ -466,7 +583,7 @@ public final class PaymentsService implements AutoCloseable {
               + (cmd.options().idempotency() ? "on" : "OFF")
               + "); accounts "
               + cmd.accounts());
-      System.out.flush();
+      out.flush();
       stop.await();
     }
   }

@@ -35,6 +35,9 @@ final class PostgresBalances implements Balances {
   static final Duration TIMEOUT = Duration.ofSeconds(5);
 
   private static final String SELECT = "SELECT balance FROM " + TABLE + " WHERE account = ?";
+  private static final String STORED =
+      "SELECT response FROM idem_keys WHERE scope = ? AND key = ? AND state = 'completed'"
+          + " AND expires_at > now()";
   private static final String DEBIT =
       "UPDATE " + TABLE + " SET balance = balance - ? WHERE account = ?";
 
@@ -187,6 +190,22 @@ final class PostgresBalances implements Balances {
     } catch (SQLException e) {
       throw new IllegalStateException("database: " + e.getMessage(), e);
     }
+  }
+
+  @Override
+  public Optional<byte[]> storedResponse(IdempotencyKey key) {
+    return sql(
+        c -> {
+          try (PreparedStatement s = c.prepareStatement(STORED)) {
+            s.setString(1, key.scope());
+            s.setString(2, key.key());
+            try (ResultSet r = s.executeQuery()) {
+              return r.next()
+                  ? Withdrawals.executorResult(r.getBytes(1))
+                  : Optional.<byte[]>empty();
+            }
+          }
+        });
   }
 
   @FunctionalInterface

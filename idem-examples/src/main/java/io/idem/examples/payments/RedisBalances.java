@@ -2,7 +2,9 @@ package io.idem.examples.payments;
 
 import io.idem.http.IdempotencyFilter;
 import io.idem.http.IdempotentRequest;
+import io.idem.keys.IdempotencyKey;
 import io.idem.keys.redis.RedisEffect;
+import io.idem.keys.redis.RedisKeyRecord;
 import io.idem.keys.redis.RedisKeyStore;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
@@ -11,6 +13,9 @@ import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.api.sync.RedisCommands;
 import java.time.Duration;
 import java.util.Optional;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 
 /**
  * Balances in Redis, one integer per account at {@code {prefix}:balance/<account>} (in the key
@@ -90,6 +95,22 @@ final class RedisBalances implements Balances {
   @Override
   public void debit(IdempotentRequest keyed, String account, long amount) {
     keyed.completeWith(RedisEffect.incrementBy(balanceKey(account), -amount));
+  }
+
+  @Override
+  public Optional<byte[]> storedResponse(IdempotencyKey key) {
+    Optional<RedisKeyRecord> record;
+    try {
+      record = keys.show(key).toCompletableFuture().get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted reading " + key, e);
+    } catch (ExecutionException | TimeoutException e) {
+      throw new IllegalStateException("cannot read " + key + ": " + e.getMessage(), e);
+    }
+    return record
+        .filter(RedisKeyRecord::completed)
+        .flatMap(r -> Withdrawals.executorResult(r.response()));
   }
 
   @Override

@@ -30,8 +30,9 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The payments service on the Redis and PostgreSQL stores, started from its command line ({@code
  * --store redis|postgres}) against a private redis-server or PostgreSQL server, over real HTTP: a
- * first withdrawal debits once, its replay debits nothing, the plain endpoint debits without a key;
- * and bad options are refused with exit code 2.
+ * first withdrawal debits once and its {@code Location} reads it back from the store, its replay
+ * debits nothing, the plain endpoint debits without a key; and bad options are refused with exit
+ * code 2.
  */
 class PaymentsServiceStoresTest {
   static final long OPENING = 1_000;
@@ -123,11 +124,21 @@ class PaymentsServiceStoresTest {
       awaitUp(base, served);
       assertThat(balance.getAsLong()).isEqualTo(OPENING);
 
-      String key = "\"" + UUID.randomUUID() + "\"";
+      String key = "\"w " + UUID.randomUUID() + " \\\"x\\\"\""; // a space and quotes: escaped
       HttpResponse<String> first = post(base, "/accounts/alice/withdrawals", key, 30);
       assertThat(first.statusCode()).as(first.body()).isEqualTo(201);
       assertThat(first.headers().firstValue("Idempotent-Replayed")).isEmpty();
       assertThat(balance.getAsLong()).as("debited once").isEqualTo(OPENING - 30);
+      // Its Location reads it back from the key store's record.
+      HttpResponse<String> withdrawal =
+          http.send(
+              HttpRequest.newBuilder(
+                      base.resolve(new URI(first.headers().firstValue("Location").orElseThrow())))
+                  .timeout(Duration.ofSeconds(10))
+                  .build(),
+              HttpResponse.BodyHandlers.ofString());
+      assertThat(withdrawal.statusCode()).as(withdrawal.body()).isEqualTo(200);
+      assertThat(withdrawal.body()).isEqualTo(first.body());
 
       HttpResponse<String> replay = post(base, "/accounts/alice/withdrawals", key, 30);
       assertThat(replay.statusCode()).isEqualTo(201);
@@ -140,6 +151,7 @@ class PaymentsServiceStoresTest {
 
       HttpResponse<String> plain = post(base, "/plain/accounts/alice/withdrawals", null, 5);
       assertThat(plain.statusCode()).as(plain.body()).isEqualTo(201);
+      assertThat(plain.headers().firstValue("Location")).as("no key, no withdrawal").isEmpty();
       assertThat(balance.getAsLong()).isEqualTo(OPENING - 35);
 
       HttpResponse<String> read =
