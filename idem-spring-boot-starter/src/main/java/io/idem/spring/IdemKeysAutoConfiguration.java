@@ -1,6 +1,7 @@
 package io.idem.spring;
 
 import io.idem.client.IdemClient;
+import io.idem.client.Write;
 import io.idem.http.IdempotencyFilter;
 import io.idem.keys.idem.IdemKeyStore;
 import io.idem.keys.spi.KeyStore;
@@ -101,7 +102,7 @@ public class IdemKeysAutoConfiguration {
     @Bean
     @ConditionalOnMissingBean(KeyStore.class)
     @ConditionalOnBean(IdemClient.class)
-    KeyStore idemKeyStore(IdemClient client) {
+    KeyStore<Write> idemKeyStore(IdemClient client) {
       return IdemKeyStore.over(client);
     }
   }
@@ -110,7 +111,7 @@ public class IdemKeysAutoConfiguration {
   @ConditionalOnMissingBean
   @ConditionalOnBean(KeyStore.class)
   IdempotencyFilter idempotencyFilter(
-      KeyStore store,
+      KeyStore<?> store,
       IdemKeysProperties properties,
       ObjectProvider<RequestMappingHandlerMapping> mappings) {
     return IdempotencyFilter.builder(store)
