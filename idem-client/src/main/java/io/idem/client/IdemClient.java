@@ -145,10 +145,16 @@ public final class IdemClient implements AutoCloseable {
 
   /**
    * A view of this client whose writes (put, delete, compare-and-set, increment, append) carry
-   * {@code fence}: each is applied only while the fence's key is held under the fence's token, and
-   * refused with {@link FencedWriteException} once another owner took it over (or it was released
-   * or expired). This is how a business step keeps a paused, stale owner from writing after a
-   * takeover. It shares the session: closing either closes both.
+   * {@code fence}: each is applied only if, when it reaches the log, the fence's key is held under
+   * the fence's token, and refused with {@link FencedWriteException} once another owner took it
+   * over, once it was released or expired, and (from log format 8) once the log time passed the
+   * owner's deadline, even if nobody took it over yet: a token holds its key until its deadline, as
+   * a lease does. The check is made when the write is applied, so a write delayed past the deadline
+   * (a pause, a resend after a leader change) is refused rather than landing late. This is how a
+   * business step keeps a paused, stale owner from writing after a takeover. Each write is checked
+   * on its own: of several fenced writes, the first may land and a later one be refused, so they do
+   * not make a step atomic; {@link #completeKey(String, String, long, byte[], Write)} applies one
+   * write and the stored answer together. It shares the session: closing either closes both.
    */
   public IdemClient fenced(Fence fence) {
     if (fence == null) {
@@ -416,7 +422,8 @@ public final class IdemClient implements AutoCloseable {
    * neither. {@link KeySettlement.Fenced} if {@code token} no longer owns it (the effect is not
    * applied). If the effect fails ({@link CasMismatchException}, {@link WrongTypeException}, {@link
    * InvalidArgumentException}, {@link LeaseNotFoundException}), nothing is applied and the key is
-   * still the caller's.
+   * still the caller's. Unlike a fenced write, a completion still lands after the owner's deadline
+   * while nobody took the key over: the effect and the stored answer land together or not at all.
    */
   public KeySettlement completeKey(
       String scope, String key, long token, byte[] response, Write effect) {

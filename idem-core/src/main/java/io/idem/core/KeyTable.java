@@ -517,11 +517,24 @@ public final class KeyTable {
 
   /**
    * Whether {@code token} is the token of {@code id}'s record (in progress or completed): the
-   * condition under which a fenced write goes through. False without a record.
+   * condition under which a fenced write goes through in log formats 5 to 7 (from format 8, {@link
+   * #holds(KeyId, long, long)}). False without a record.
    */
   public boolean holds(KeyId id, long token) {
     Record r = records.get(id);
     return r != null && r.token == token;
+  }
+
+  /**
+   * Whether {@code token} holds {@code id} at log time {@code now}: it is the token of the key's
+   * record (in progress or completed) and {@code now} is at or before the owner's deadline, the
+   * last instant at which {@link #acquire} answers {@link Acquisition.InProgress}. A token holds
+   * its key as a lease is held, whether or not anyone took the key over since the deadline. False
+   * without a record.
+   */
+  public boolean holds(KeyId id, long token, long now) {
+    Record r = records.get(id);
+    return r != null && r.token == token && now <= r.deadline;
   }
 
   /** Drops every record whose retention ended before {@code now}; returns how many. */

@@ -111,6 +111,20 @@ class KeyTableTest {
   }
 
   @Test
+  void aTokenHoldsItsKeyUpToItsDeadlineInclusiveWhetherOrNotItCompleted() {
+    long tk = ((Acquisition.Acquired) acquire(PAY, FP)).token();
+    long deadline = now + MIN;
+    assertThat(t.holds(PAY, tk, deadline)).isTrue();
+    assertThat(t.holds(PAY, tk, deadline + 1)).as("nobody took over, yet past it").isFalse();
+    assertThat(t.holds(PAY, tk)).as("the token alone, formats 5 to 7").isTrue();
+    assertThat(t.holds(PAY, tk + 1, now)).isFalse();
+    assertThat(t.holds(new KeyId("tenant-a", "other"), tk, now)).isFalse();
+    t.complete(PAY, tk, utf8("done"), now);
+    assertThat(t.holds(PAY, tk, deadline)).isTrue();
+    assertThat(t.holds(PAY, tk, deadline + 1)).isFalse();
+  }
+
+  @Test
   void anUnfinishedRecordExpiresOneRetentionAfterItsDeadline() {
     acquire(PAY, FP);
     now += MIN + DAY;

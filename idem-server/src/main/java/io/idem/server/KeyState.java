@@ -161,28 +161,66 @@ final class KeyState implements StateSection {
   }
 
   /**
-   * The refusal of a write fenced by {@code f}, or null if it may go through. Records due at {@code
-   * now} are expired first, so the judgement does not depend on when the table last expired them.
-   *
-   * @param exact the rule of log format 5 and later: the write goes through only if the key has a
-   *     record whose token equals the fence's, so a stale owner, a released or expired key and a
-   *     token never handed out are all refused. Without it (format 4), only a record with a greater
-   *     token refuses, and a key without a record lets the write through.
+   * How fenced writes are judged under an entry's log format (which {@link ReplicatedState} maps).
    */
-  Result fenceRefusal(long revision, Fence f, long now, boolean exact) {
+  enum FenceRules {
+    /**
+     * Format 4: only a record with a greater token refuses; a key without a record lets the write
+     * through.
+     */
+    NO_NEWER_TOKEN,
+    /**
+     * Formats 5 to 7: the write goes through only if the key has a record whose token equals the
+     * fence's, so a stale owner, a released or expired key and a token never handed out are all
+     * refused.
+     */
+    EXACT_TOKEN,
+    /**
+     * Since format 8: as {@link #EXACT_TOKEN}, and only while the log time is at or before the
+     * record's owner deadline (inclusive, as {@link KeyTable#acquire} holds it): a token holds its
+     * key as a lease does, so a write that reaches the log after the deadline is refused even if
+     * nobody took the key over yet.
+     */
+    UNTIL_DEADLINE
+  }
+
+  /**
+   * The refusal of a write fenced by {@code f}, or null if it may go through under {@code rules}.
+   * Records due at {@code now} are expired first, so the judgement does not depend on when the
+   * table last expired them.
+   */
+  Result fenceRefusal(long revision, Fence f, long now, FenceRules rules) {
     table.expire(now);
     KeyTable.KeyId id = new KeyTable.KeyId(f.getScope(), f.getKey());
     long current = table.currentToken(id);
-    boolean through = exact ? table.holds(id, f.getToken()) : current <= f.getToken();
+    boolean through =
+        switch (rules) {
+          case NO_NEWER_TOKEN -> current <= f.getToken();
+          case EXACT_TOKEN -> table.holds(id, f.getToken());
+          case UNTIL_DEADLINE -> table.holds(id, f.getToken(), now);
+        };
     if (through) {
       return null;
     }
-    String why =
-        current == 0
-            ? "has no record (never acquired, released or expired)"
-            : current > f.getToken()
-                ? "has token " + current + "; the write's fence token " + f.getToken() + " is stale"
-                : "has token " + current + ", not the write's fence token " + f.getToken();
+    String why;
+    if (current == 0) {
+      why = "has no record (never acquired, released or expired)";
+    } else if (current > f.getToken()) {
+      why = "has token " + current + "; the write's fence token " + f.getToken() + " is stale";
+    } else if (current < f.getToken()) {
+      why = "has token " + current + ", not the write's fence token " + f.getToken();
+    } else {
+      // The record holds the fence's token: refused because its owner's deadline passed.
+      long deadline = table.view(id, now).orElseThrow().deadline();
+      why =
+          "is held by the write's fence token "
+              + current
+              + " only until its owner's deadline, which passed: deadline "
+              + deadline
+              + " ms, log time "
+              + now
+              + " ms";
+    }
     return Result.newBuilder()
         .setCode(Code.FENCED_WRITE)
         .setMessage("key \"" + f.getKey() + "\" " + why)

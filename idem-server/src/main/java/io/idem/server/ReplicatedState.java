@@ -79,8 +79,16 @@ final class ReplicatedState {
    * and the budget, and is held to tighter ranges ({@link ReplicatedConfig#with}); a role in one
    * may carry quotas. Inside an entry of version 6 or older none of them applies, and nothing it
    * adds has an owner.
+   *
+   * <p>Version 8 holds a fence's token to its owner's deadline ({@link
+   * KeyState.FenceRules#UNTIL_DEADLINE}): a fenced write goes through only if the key's record
+   * holds the fence's token and the entry's log time is at or before that record's owner deadline.
+   * Format 7 let a write through after the deadline until someone took the key over, so an owner's
+   * write delayed past its deadline (resent to a new leader after a failover longer than the
+   * in-progress timeout) landed, and the duplicate that took the key over next wrote again (issue
+   * 36). Inside an entry of version 7 or older the write is judged as before.
    */
-  static final int LOG_FORMAT_VERSION = 7;
+  static final int LOG_FORMAT_VERSION = 8;
 
   /** The first log-entry format with access control and session names per principal. */
   static final int AUTH_SINCE_VERSION = 6;
@@ -99,6 +107,12 @@ final class ReplicatedState {
 
   /** The first log-entry format with exact fences, a complete's effect and a key table capacity. */
   static final int EXACT_FENCES_SINCE_VERSION = 5;
+
+  /**
+   * The first log-entry format in which a fence's token holds its key only until the owner's
+   * deadline ({@link KeyState.FenceRules#UNTIL_DEADLINE}).
+   */
+  static final int FENCE_DEADLINES_SINCE_VERSION = 8;
 
   /** The oldest log-entry format this code still applies. */
   static final int OLDEST_LOG_FORMAT_VERSION = 1;
@@ -515,9 +529,16 @@ final class ReplicatedState {
                   : null;
           default -> null;
         };
-    return f == null
-        ? null
-        : keys.fenceRefusal(revision, f, clock, entryVersion >= EXACT_FENCES_SINCE_VERSION);
+    return f == null ? null : keys.fenceRefusal(revision, f, clock, fenceRules());
+  }
+
+  private KeyState.FenceRules fenceRules() {
+    if (entryVersion >= FENCE_DEADLINES_SINCE_VERSION) {
+      return KeyState.FenceRules.UNTIL_DEADLINE;
+    }
+    return entryVersion >= EXACT_FENCES_SINCE_VERSION
+        ? KeyState.FenceRules.EXACT_TOKEN
+        : KeyState.FenceRules.NO_NEWER_TOKEN;
   }
 
   /**

@@ -61,7 +61,9 @@ final class GoldenStates {
    * at log format 6 and adds, before the tick, access control: a role, a principal holding it, and
    * auth turned on with an admin. Version 7 bootstraps at log format 7, so that what the sessions
    * add has an owner (the anonymous principal), and adds, before the tick, a role with quotas and
-   * the admin's change of the default quotas and the backend budget.
+   * the admin's change of the default quotas and the backend budget. Version 8 adds, before the
+   * tick, a put fenced by the completed key's token after its owner's deadline: refused in format 8
+   * (a format 7 entry would let it through).
    */
   static List<LogEntry> log(int version) {
     List<LogEntry> log = new ArrayList<>();
@@ -129,6 +131,7 @@ final class GoldenStates {
                     .build()),
             op(a + 1, 1, 1, incr),
             op(a + 1, 1, 1, incr)));
+    long done = 0; // the completed key's token (version 4 and later)
     if (version >= 4) {
       long b = a + 1;
       Operation.Builder acquire =
@@ -139,7 +142,7 @@ final class GoldenStates {
                       .setFingerprint(ByteString.copyFromUtf8("fp"))
                       .setInProgressMs(50)
                       .setRetentionMs(60_000));
-      long done = (log.size() + 1L) * ReplicatedState.MAX_COMMANDS_PER_ENTRY; // its token
+      done = (log.size() + 1L) * ReplicatedState.MAX_COMMANDS_PER_ENTRY; // its token
       log.add(
           entry(
               version,
@@ -219,6 +222,10 @@ final class GoldenStates {
                           .setQuotas(io.idem.proto.Quotas.newBuilder().setKeyRecords(1_000))
                           .setBackendBytes(8L << 20))
                   .build()));
+    }
+    if (version >= 8) {
+      // "done" was acquired at 1_210 for 50 ms: its owner's deadline is 1_260.
+      log.add(entry(version, 1_297, op(a, 8, 7, fencedPut("late", "done", done))));
     }
     log.add(entry(version, 1_300));
     return log;

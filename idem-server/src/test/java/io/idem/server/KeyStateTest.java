@@ -336,6 +336,89 @@ class KeyStateTest {
     assertThat(state.get("paid").getFound()).isTrue();
   }
 
+  /**
+   * Issue 36: from format 8 a token holds its key only until its owner's deadline, as a lease does.
+   * A fenced write that reaches the log after the deadline is refused although nobody took the key
+   * over (an owner's write resent to a new leader after a long failover); one exactly at the
+   * deadline goes through (inclusive, as an acquire holds the key). A format 7 entry, replayed from
+   * an older log, lets the late write through as format 7 did. The completion is unchanged: it
+   * still settles the key after the deadline while nobody took it over.
+   */
+  @Test
+  void aFencedWriteAfterItsOwnersDeadlineIsRefusedFromFormat8EvenWithoutATakeover() {
+    RegisterReply a = register("a");
+    Result owner = send(a, 1, acquire("k", "f")).getResult();
+    Fence f = fence("k", owner.getToken());
+    Operation ledgerAppend = fenced(appendOf("ledger", "pay-1"), f);
+
+    time = owner.getDeadlineMs();
+    assertThat(send(a, nextSeq(), ledgerAppend).getResult().getCode())
+        .as("at the deadline")
+        .isEqualTo(Code.OK);
+    send(a, nextSeq(), Operation.newBuilder().setPut(Put.newBuilder().setKey("d")).build());
+
+    time++;
+    String keysBefore = state.keys.digest();
+    List<Operation> lateWrites =
+        List.of(
+            ledgerAppend,
+            fencedPut("v", "late", f),
+            fenced(
+                Operation.newBuilder()
+                    .setCompareAndSet(
+                        CompareAndSet.newBuilder()
+                            .setKey("v")
+                            .setValue(ByteString.copyFromUtf8("late")))
+                    .build(),
+                f),
+            fenced(
+                Operation.newBuilder()
+                    .setIncrement(Increment.newBuilder().setKey("n").setDelta(1))
+                    .build(),
+                f),
+            fenced(Operation.newBuilder().setDelete(Delete.newBuilder().setKey("d")).build(), f));
+    for (Operation w : lateWrites) {
+      Result r = send(a, nextSeq(), w).getResult();
+      assertThat(r.getCode()).as(w.getOpCase().toString()).isEqualTo(Code.FENCED_WRITE);
+      assertThat(r.getToken()).as("the record still holds the token").isEqualTo(owner.getToken());
+      assertThat(r.getMessage())
+          .contains("deadline, which passed")
+          .contains("deadline " + owner.getDeadlineMs() + " ms, log time " + time + " ms");
+    }
+    assertThat(state.get("ledger").getElementsCount()).isEqualTo(1);
+    assertThat(state.get("v").getFound()).isFalse();
+    assertThat(state.get("n").getFound()).isFalse();
+    assertThat(state.get("d").getFound()).isTrue();
+    assertThat(state.keys.digest()).as("a refusal changes no key record").isEqualTo(keysBefore);
+    assertThat(state.keys.table().isOwner(id("k"), owner.getToken())).as("no takeover").isTrue();
+
+    version = 7; // an entry of an older log, replayed: judged as format 7 judged it
+    assertThat(send(a, nextSeq(), ledgerAppend).getResult().getCode()).isEqualTo(Code.OK);
+    assertThat(state.get("ledger").getElementsCount()).isEqualTo(2);
+
+    version = ReplicatedState.LOG_FORMAT_VERSION;
+    assertThat(send(a, nextSeq(), complete("k", owner.getToken(), "paid")).getResult())
+        .extracting(Result::getKeyOutcome)
+        .as("a completion after the deadline without a takeover")
+        .isEqualTo(KeyOutcome.SETTLED);
+    // The completed record keeps the token and the deadline: a later write under it is refused.
+    assertThat(send(a, nextSeq(), ledgerAppend).getResult().getCode()).isEqualTo(Code.FENCED_WRITE);
+  }
+
+  /** {@code write} (a put, compare-and-set, increment, append or delete) fenced by {@code f}. */
+  private static Operation fenced(Operation write, Fence f) {
+    Operation.Builder b = write.toBuilder();
+    switch (write.getOpCase()) {
+      case PUT -> b.getPutBuilder().setFence(f);
+      case COMPARE_AND_SET -> b.getCompareAndSetBuilder().setFence(f);
+      case INCREMENT -> b.getIncrementBuilder().setFence(f);
+      case APPEND -> b.getAppendBuilder().setFence(f);
+      case DELETE -> b.getDeleteBuilder().setFence(f);
+      default -> throw new IllegalArgumentException("not a write: " + write.getOpCase());
+    }
+    return b.build();
+  }
+
   private static Operation completeWith(String key, long token, String response, Operation effect) {
     return complete(key, token, response).toBuilder()
         .setCompleteKey(
@@ -536,14 +619,14 @@ class KeyStateTest {
   }
 
   @Test
-  void thisNodeWritesVersionSevenAndDoesNotApplyANewerVersion() {
-    assertThat(ReplicatedState.LOG_FORMAT_VERSION).isEqualTo(7);
+  void thisNodeWritesVersionEightAndDoesNotApplyANewerVersion() {
+    assertThat(ReplicatedState.LOG_FORMAT_VERSION).isEqualTo(8);
     LogEntry future =
         LogEntry.newBuilder().setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION + 1).build();
-    assertThat(ReplicatedState.undecodable(future)).contains("applies versions 1 to 7");
+    assertThat(ReplicatedState.undecodable(future)).contains("applies versions 1 to 8");
     assertThatThrownBy(() -> state.apply(1, 1, future, false))
         .isInstanceOf(IllegalArgumentException.class)
-        .hasMessageContaining("applies versions 1 to 7");
+        .hasMessageContaining("applies versions 1 to 8");
   }
 
   @Test

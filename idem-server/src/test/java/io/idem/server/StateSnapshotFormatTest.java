@@ -35,7 +35,9 @@ import org.junit.jupiter.params.provider.ValueSource;
  * version 5 code from {@code GoldenStates.log(4)}, which adds application idempotency keys and a
  * fenced write, and {@code state-v6.bin} from the same log (the key records in the table's order).
  * {@code state-v7.bin} is written by the version 7 code from {@code GoldenStates.log(6)}, which
- * bootstraps at log format 6 and adds access control.
+ * bootstraps at log format 6 and adds access control, and {@code state-v8.bin} by the version 8
+ * code from {@code GoldenStates.log(7)} (log format 7, quotas). Log format 8 left the snapshot at
+ * version 8.
  */
 class StateSnapshotFormatTest {
   private static final Path V2 = Path.of("src/test/resources/snapshots/state-v2.bin");
@@ -97,6 +99,25 @@ class StateSnapshotFormatTest {
     assertThat(s.leases.countOf("")).isEqualTo(1);
     assertThat(s.keys.table().usageOf("").records()).isEqualTo(2);
     assertThat(s.backendUsed()).isEqualTo(replayed.backendUsed());
+    assertThat(bytesOf(s)).isEqualTo(bytes);
+  }
+
+  /**
+   * Log format 8 changes what a fenced write decides, not the snapshot: a format 8 log's state is
+   * written as snapshot version 8, with the same sections, and reads back to the same state.
+   */
+  @Test
+  void aFormat8LogIsWrittenAsSnapshotVersion8() throws IOException {
+    ReplicatedState replayed = GoldenStates.state(8);
+    assertThat(replayed.get("late").getFound()).as("refused after the deadline").isFalse();
+    byte[] bytes = bytesOf(replayed);
+    assertThat(StateSnapshot.VERSION).isEqualTo(8);
+    assertThat(sectionsOf(bytes))
+        .extracting(Section::id)
+        .containsExactly(1, 2, 3, 4, 5, 6, 7, 8, 9);
+    ReplicatedState s = read(bytes);
+    assertThat(s.configuration.logFormat()).isEqualTo(8);
+    assertThat(StateSnapshot.digest(s)).isEqualTo(StateSnapshot.digest(replayed));
     assertThat(bytesOf(s)).isEqualTo(bytes);
   }
 
