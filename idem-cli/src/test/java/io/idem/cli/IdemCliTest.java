@@ -951,12 +951,11 @@ class IdemCliTest {
       String s = "--servers=" + servers;
       String scope = "--fence-scope=tenant:a";
       long first =
-          field(
-              ok("key", "acquire", "job:7", "--scope=tenant:a", "--in-progress=200ms", s), "token");
+          field(ok("key", "acquire", "job:7", "--scope=tenant:a", "--in-progress=2s", s), "token");
       assertThat(ok("kv", "put", "report", "v1", "--fence", "job:7:" + first, scope, s))
           .startsWith("OK revision=");
 
-      // The owner's 200 ms pass in log time: poll, boundedly, until another acquire takes it over.
+      // The owner's 2 s pass in log time: poll, boundedly, until another acquire takes it over.
       String taken = "";
       long giveUp = System.nanoTime() + Duration.ofSeconds(20).toNanos();
       while (!taken.contains("takeover=true") && System.nanoTime() < giveUp) {

@@ -24,9 +24,11 @@ import java.util.concurrent.TimeUnit;
  * (SIGSTOP, then SIGCONT, so that they try to write after a takeover), and injects the store's own
  * faults ({@link PaymentStore.Servers#faults}): on Idem (three server processes behind fault
  * proxies) lost responses and kill -9 of the leader; on Redis (one redis-server, {@code appendfsync
- * always}) kill -9 of redis-server and its restart on the same data. Then every started payment is
- * settled without faults, and the checker reads the ledgers and the key records (and, on Idem, the
- * payments' status records), and proves:
+ * always}) kill -9 of redis-server and its restart on the same data. A profile may choose its fault
+ * kinds, the store's optional ones included ({@link Settings#failovers}: only the leader's SIGSTOP,
+ * with failovers longer than the keys' in-progress timeout, and the ledger written with fenced
+ * appends). Then every started payment is settled without faults, and the checker reads the ledgers
+ * and the key records (and, on Idem, the payments' status records), and proves:
  *
  * <ul>
  *   <li>every payment is applied exactly once: its ledger entry appears once ({@link
@@ -56,6 +58,13 @@ public final class KeysCampaign {
    * @param fenced false for Idem's negative control: unfenced writes
    * @param store the store: {@code idem}, {@code redis} or {@code seed001} ({@link
    *     PaymentStore#NAMES})
+   * @param ledger where a payment's ledger entry is written ({@link Ledger#FENCED_APPEND} only on
+   *     Idem, fenced)
+   * @param faultKinds the fault kinds injected, by their names in {@link Report#faults}, among the
+   *     workers' and the store's, its optional ones included; empty for the workers' and the
+   *     store's ({@link PaymentStore.Servers#faults})
+   * @param electionTimeout the least time a store with a leader takes to elect the next one ({@link
+   *     PaymentStore#start(Path, Duration)}); zero for its default
    */
   public record Settings(
       long seed,
@@ -67,7 +76,10 @@ public final class KeysCampaign {
       long businessMs,
       Duration faultEvery,
       boolean fenced,
-      String store) {
+      String store,
+      Ledger ledger,
+      List<String> faultKinds,
+      Duration electionTimeout) {
 
     /** Validates the settings. */
     public Settings {
@@ -90,6 +102,25 @@ public final class KeysCampaign {
                 + " store seed001, got "
                 + store);
       }
+      if (ledger != Ledger.COMPLETION && !(fenced && store.equals("idem"))) {
+        throw new IllegalArgumentException(
+            "a fenced ledger append needs the idem store, fenced; got "
+                + store
+                + (fenced ? "" : ", unfenced"));
+      }
+      faultKinds = List.copyOf(faultKinds);
+    }
+
+    /** The writes a worker makes, as {@link PaymentStore#connect} takes them. */
+    PaymentStore.Writes writes() {
+      if (!fenced) {
+        return PaymentStore.Writes.UNFENCED;
+      }
+      return switch (ledger) {
+        case COMPLETION -> PaymentStore.Writes.FENCED_COMPLETION;
+        case FENCED_APPEND -> PaymentStore.Writes.FENCED_LEDGER;
+        case FENCED_APPEND_UNRECONCILED -> PaymentStore.Writes.FENCED_LEDGER_UNRECONCILED;
+      };
     }
 
     /**
@@ -108,7 +139,36 @@ public final class KeysCampaign {
           100,
           Duration.ofMillis(2_500),
           !negativeControl,
-          "idem");
+          "idem",
+          Ledger.COMPLETION,
+          List.of(),
+          Duration.ZERO);
+    }
+
+    /**
+     * The failovers profile (issue 36): every failover takes longer than the keys' in-progress
+     * timeout (an election timeout of 1.2-2 s, a 1 s in-progress timeout), and the only fault is
+     * SIGSTOP of the leader past its followers' election, every 3.5 s on average (no JVM restarts,
+     * which take seconds on a loaded machine): owners' writes held up by the failover reach the new
+     * leader after their deadline while duplicates wait to take over. The ledger is written with
+     * fenced appends before a plain completion ({@link Ledger#FENCED_APPEND}: a takeover owner
+     * reconciles). 2 workers of 4 lanes, 8 accounts, 100 ms business steps, 15 s.
+     */
+    public static Settings failovers(long seed) {
+      return new Settings(
+          seed,
+          Duration.ofSeconds(15),
+          2,
+          4,
+          8,
+          Duration.ofSeconds(1),
+          100,
+          Duration.ofMillis(3_500),
+          true,
+          "idem",
+          Ledger.FENCED_APPEND,
+          List.of(IdemPayments.PAUSE_LEADER),
+          Duration.ofMillis(1_200));
     }
 
     /** The long profile: 4 workers of 8 lanes, 30 minutes, a fault every 2 s on average. */
@@ -123,13 +183,46 @@ public final class KeysCampaign {
           100,
           Duration.ofSeconds(2),
           !negativeControl,
-          "idem");
+          "idem",
+          Ledger.COMPLETION,
+          List.of(),
+          Duration.ZERO);
     }
 
     /** The same settings, running for {@code d}. */
     public Settings lasting(Duration d) {
       return new Settings(
-          seed, d, workers, lanes, accounts, inProgress, businessMs, faultEvery, fenced, store);
+          seed,
+          d,
+          workers,
+          lanes,
+          accounts,
+          inProgress,
+          businessMs,
+          faultEvery,
+          fenced,
+          store,
+          ledger,
+          faultKinds,
+          electionTimeout);
+    }
+
+    /** The same settings, writing the ledger as {@code l}. */
+    public Settings writing(Ledger l) {
+      return new Settings(
+          seed,
+          duration,
+          workers,
+          lanes,
+          accounts,
+          inProgress,
+          businessMs,
+          faultEvery,
+          fenced,
+          store,
+          l,
+          faultKinds,
+          electionTimeout);
     }
 
     /** The same settings, on the store named {@code name} ({@link PaymentStore#NAMES}). */
@@ -144,13 +237,37 @@ public final class KeysCampaign {
           businessMs,
           faultEvery,
           fenced,
-          name);
+          name,
+          ledger,
+          faultKinds,
+          electionTimeout);
     }
 
     /** Whether the checker must flag this run: a negative control (unfenced, or seed 001). */
     public boolean expectsViolations() {
       return !fenced || PaymentStore.named(store).expectsViolations();
     }
+  }
+
+  /** Where a payment's ledger entry is written. */
+  public enum Ledger {
+    /**
+     * With the completion: its effect on Idem, in its script on Redis, in its transaction on
+     * PostgreSQL. The entry lands with the stored answer or not at all.
+     */
+    COMPLETION,
+    /**
+     * As a fenced append of its own, before a plain completion (Idem): refused once the owner's
+     * token no longer holds the key, but an entry that landed stays if the completion does not, so
+     * an owner that took the key over reconciles with the ledger before it appends.
+     */
+    FENCED_APPEND,
+    /**
+     * As {@link #FENCED_APPEND}, without the reconciliation: a takeover owner appends again. Pays
+     * twice whenever an entry landed and its owner's completion came after a takeover; a
+     * measurement of what the fence alone prevents, not a setting that must hold.
+     */
+    FENCED_APPEND_UNRECONCILED
   }
 
   /** The stores a campaign can run on: {@code idem}, {@code redis}, {@code seed001}. */
@@ -166,6 +283,8 @@ public final class KeysCampaign {
    * @param payments payments started (and settled)
    * @param acknowledged worker answers, duplicates (the same payment answered by several) included
    * @param refusals fenced refusals the workers met (stale puts and completions refused)
+   * @param lateRefusals of those, fenced writes refused because their owner's deadline had passed
+   *     although the key still had their token (log format 8)
    * @param faults faults injected, by kind
    * @param violations what the checker found
    * @param dir where the servers' and workers' logs and journals are
@@ -176,6 +295,7 @@ public final class KeysCampaign {
       long payments,
       long acknowledged,
       long refusals,
+      long lateRefusals,
       Map<String, Long> faults,
       List<Violation> violations,
       Path dir) {}
@@ -207,7 +327,7 @@ public final class KeysCampaign {
   }
 
   private Report run() throws Exception {
-    try (PaymentStore.Servers servers = store.start(dir)) {
+    try (PaymentStore.Servers servers = store.start(dir, s.electionTimeout())) {
       long end = System.nanoTime() + s.duration().toNanos();
       try {
         for (int w = 0; w < workers.length; w++) {
@@ -241,7 +361,7 @@ public final class KeysCampaign {
                 journal(w).toString(),
                 Integer.toString(s.lanes()),
                 Long.toString(end),
-                Boolean.toString(s.fenced()),
+                s.writes().name(),
                 Long.toString(s.inProgress().toMillis()),
                 Long.toString(s.businessMs()),
                 Integer.toString(s.accounts())),
@@ -258,6 +378,17 @@ public final class KeysCampaign {
     for (PaymentStore.Fault f : servers.faults()) {
       kinds.add(f.name());
       storeFaults.put(f.name(), f);
+    }
+    if (!s.faultKinds().isEmpty()) {
+      for (PaymentStore.Fault f : servers.optionalFaults()) {
+        kinds.add(f.name());
+        storeFaults.put(f.name(), f);
+      }
+      if (!kinds.containsAll(s.faultKinds())) {
+        throw new IllegalArgumentException(
+            "fault kinds " + s.faultKinds() + " not all among this store's: " + kinds);
+      }
+      kinds.retainAll(s.faultKinds());
     }
     List<String> round = new ArrayList<>();
     Thread.sleep(2_000); // let the workers start
@@ -349,6 +480,7 @@ public final class KeysCampaign {
   private Report settleAndCheck(String servers) throws IOException {
     List<Ack> acks = new ArrayList<>();
     long refusals = 0;
+    long late = 0;
     long started = -1;
     for (int w = 0; w < workers.length; w++) {
       if (!Files.exists(journal(w))) {
@@ -364,7 +496,12 @@ public final class KeysCampaign {
                 acks.add(new Ack(Long.parseLong(f[2]), f[3], w));
               }
             }
-            case "refused" -> refusals++;
+            case "refused" -> {
+              refusals++;
+              if (f.length > 2 && f[2].equals(PaymentWorker.PAST_DEADLINE)) {
+                late++;
+              }
+            }
             default -> {}
           }
         } catch (RuntimeException torn) {
@@ -373,7 +510,7 @@ public final class KeysCampaign {
       }
     }
     List<Violation> violations = new ArrayList<>();
-    try (PaymentBackend backend = store.connect(servers, s.fenced(), true)) {
+    try (PaymentBackend backend = store.connect(servers, s.writes(), true)) {
       PaymentWorker settler =
           PaymentWorker.settler(backend, s.inProgress(), s.businessMs(), s.accounts());
       for (long i = 0; i <= started; i++) {
@@ -390,6 +527,7 @@ public final class KeysCampaign {
         started + 1,
         acks.size(),
         refusals,
+        late,
         Map.copyOf(faults),
         List.copyOf(violations),
         dir);
@@ -442,13 +580,20 @@ public final class KeysCampaign {
         continue;
       }
       long token = r.get().token();
+      // The answer names the token the payment was made under: the completing owner's, or, where
+      // a takeover owner reconciled (a fenced ledger), the earlier owner's whose entry it found.
+      long paidUnder = backend.keepsResponses() ? Payment.tagOf(r.get().response()) : token;
       for (long t : tags) {
-        if (t != token) {
+        if (t != paidUnder) {
           out.add(
               new Violation(
                   Violation.Kind.STALE_WRITE,
                   key,
-                  "a ledger entry of token " + t + "; the key was completed under " + token));
+                  "a ledger entry of token "
+                      + t
+                      + "; the key was completed under "
+                      + token
+                      + (paidUnder == token ? "" : ", answering for token " + paidUnder)));
         }
       }
       if (backend.writesStatus()) {

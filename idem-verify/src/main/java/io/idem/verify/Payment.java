@@ -40,4 +40,12 @@ record Payment(long i, int account, long amount) {
   String response(long tag) {
     return "paid " + i + " amount " + amount + " token " + tag;
   }
+
+  /**
+   * The tag of a ledger entry ({@link #entry}) or an answer ({@link #response}): its last field.
+   */
+  static long tagOf(String entryOrResponse) {
+    int sep = Math.max(entryOrResponse.lastIndexOf(':'), entryOrResponse.lastIndexOf(' '));
+    return Long.parseLong(entryOrResponse.substring(sep + 1));
+  }
 }

@@ -40,6 +40,18 @@ interface PaymentBackend extends AutoCloseable {
    */
   record KeyState(boolean completed, long token, String response) {}
 
+  /** How one attempt at a payment ({@link #pay}) ended. */
+  sealed interface Attempt {
+    /** Completed under the attempt's token; {@code response} is the answer stored with it. */
+    record Paid(String response) implements Attempt {}
+
+    /**
+     * Refused: a newer owner fenced the token off, or, with {@code pastDeadline}, a fenced write
+     * came after the token's deadline while the key still had it (Idem, log format 8).
+     */
+    record Fenced(boolean pastDeadline) implements Attempt {}
+  }
+
   /** The store failed or did not answer: outcome unknown, ask again with the same key. */
   final class Unavailable extends RuntimeException {
     private static final long serialVersionUID = 1L;
@@ -55,12 +67,14 @@ interface PaymentBackend extends AutoCloseable {
   /**
    * The payment's business writes under {@code token} and the key's completion: the ledger entry
    * lands atomically with the completion where the store can (Idem, Redis), as a command of its own
-   * before it where it cannot (seed 001, Idem's unfenced negative control).
+   * before it where it cannot or is told not to (seed 001; on Idem {@link
+   * PaymentStore.Writes#FENCED_LEDGER} and the unfenced negative control).
    *
-   * @return the answer stored with the completion, or null if a newer owner fenced {@code token}
-   *     off (nothing of this attempt landed then, on a fencing store)
+   * @return {@link Attempt.Paid} with the answer stored with the completion, or {@link
+   *     Attempt.Fenced} if {@code token} was fenced off (with the ledger entry in the completion,
+   *     nothing of this attempt landed then; a fenced ledger append may have)
    */
-  String pay(Payment p, long token);
+  Attempt pay(Payment p, long token);
 
   /** The ledger of {@code account}: its entries, in order ({@link Payment#entry}). */
   List<String> ledger(int account);

@@ -1,6 +1,7 @@
 package io.idem.verify;
 
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
 import java.util.Random;
 
@@ -43,11 +44,49 @@ interface PaymentStore {
   Servers start(Path dir) throws Exception;
 
   /**
-   * The client side over {@code address} (one of {@link Servers}'). {@code fenced} false is Idem's
-   * unfenced negative control; {@code settler} asks for patience (long timeouts) over speed: the
-   * settling pass and the checker, which run without faults.
+   * {@link #start}, with a store that elects a leader electing the next one no sooner than {@code
+   * electionTimeout} after it last heard from the one before (Idem: the lower bound of the Raft
+   * election timeout, the upper bound 5/3 of it), so that every failover lasts at least that long;
+   * zero for the store's default. A store without a leader ignores it.
    */
-  PaymentBackend connect(String address, boolean fenced, boolean settler);
+  default Servers start(Path dir, Duration electionTimeout) throws Exception {
+    return start(dir);
+  }
+
+  /**
+   * The client side over {@code address} (one of {@link Servers}'), making {@code writes}; {@code
+   * settler} asks for patience (long timeouts) over speed: the settling pass and the checker, which
+   * run without faults.
+   *
+   * @throws IllegalArgumentException for writes this store does not make (only Idem makes others
+   *     than {@link Writes#FENCED_COMPLETION})
+   */
+  PaymentBackend connect(String address, Writes writes, boolean settler);
+
+  /** The writes of one payment on Idem. Redis and PostgreSQL make their own, as the first. */
+  enum Writes {
+    /** A fenced status put, then the completion carrying the ledger append: both or neither. */
+    FENCED_COMPLETION,
+    /**
+     * A fenced status put and a fenced ledger append, then a plain completion: each write is
+     * refused once the owner's token no longer holds the key, but what landed stays if the
+     * completion does not. So an owner that took the key over reconciles first: it reads the
+     * ledger, and if an earlier owner's entry for the payment landed, it completes with that
+     * payment's answer instead of appending again.
+     */
+    FENCED_LEDGER,
+    /**
+     * As {@link #FENCED_LEDGER}, without the reconciliation: an owner that took the key over
+     * appends again, so an entry whose owner's completion came too late is paid twice. For
+     * measurements (docs/VERIFICATION.md), not for a campaign that must hold.
+     */
+    FENCED_LEDGER_UNRECONCILED,
+    /**
+     * The status put and the ledger append unfenced, then a plain completion: Idem's negative
+     * control.
+     */
+    UNFENCED
+  }
 
   /** A store's running servers. Closing stops them. */
   interface Servers extends AutoCloseable {
@@ -62,6 +101,14 @@ interface PaymentStore {
      * order: the campaign shuffles them into its rounds with its seeded random.
      */
     List<Fault> faults();
+
+    /**
+     * Faults a profile may choose by name ({@link KeysCampaign.Settings#faultKinds}), which are not
+     * injected otherwise.
+     */
+    default List<Fault> optionalFaults() {
+      return List.of();
+    }
 
     @Override
     void close();

@@ -23,23 +23,29 @@ import java.util.concurrent.atomic.AtomicLong;
  *
  * <p>One payment ({@link #pay}): acquire its key; if owned, the business step takes {@code
  * business-ms}, then the store's writes and the completion ({@link PaymentBackend#pay}: on Idem a
- * fenced status put, then the completion carrying the ledger append; on Redis the completion
- * carrying the ledger push; on seed 001 the push, then Confirm). A fenced refusal sends the worker
- * back to acquire, which then replays the winner's answer. A key in progress elsewhere is asked
- * again every 50 ms; a store error (outcome unknown) after 100 ms, with the same key.
+ * fenced status put, then the completion carrying the ledger append, or, with {@link
+ * PaymentStore.Writes#FENCED_LEDGER}, a fenced ledger append of its own and a plain completion; on
+ * Redis the completion carrying the ledger push; on seed 001 the push, then Confirm). A fenced
+ * refusal sends the worker back to acquire, which then replays the winner's answer. A key in
+ * progress elsewhere is asked again every 50 ms; a store error (outcome unknown) after 100 ms, with
+ * the same key.
  *
  * <p>The journal gets {@code start lane i} before a payment and {@code ack lane i response} when
  * the worker answered it; {@code owned i token} when it acquired a payment's key, and {@code
- * refused i} for every fenced refusal it met. A restarted worker resumes each lane at the last
- * payment it started.
+ * refused i} for every fenced refusal it met ({@code refused i past-deadline} for a fenced write
+ * refused because its token's deadline had passed). A restarted worker resumes each lane at the
+ * last payment it started.
  *
- * <p>Arguments: {@code store address journal lanes end-nanos fenced in-progress-ms business-ms
- * accounts}. {@code end-nanos} is a {@link System#nanoTime} of the campaign's process (one clock
- * per machine).
+ * <p>Arguments: {@code store address journal lanes end-nanos writes in-progress-ms business-ms
+ * accounts}, {@code writes} one of {@link PaymentStore.Writes}. {@code end-nanos} is a {@link
+ * System#nanoTime} of the campaign's process (one clock per machine).
  */
 public final class PaymentWorker {
   /** A worker's answer for a completed payment whose store keeps no response (seed 001). */
   static final String NO_RESPONSE = "confirmed";
+
+  /** The journal's mark of a refusal for a passed deadline: {@code refused i past-deadline}. */
+  static final String PAST_DEADLINE = "past-deadline";
 
   private final PaymentBackend backend;
   private final BufferedWriter journal;
@@ -79,7 +85,7 @@ public final class PaymentWorker {
   public static void main(String[] args) throws Exception {
     if (args.length != 9) {
       System.err.println(
-          "usage: PaymentWorker store address journal lanes end-nanos fenced in-progress-ms"
+          "usage: PaymentWorker store address journal lanes end-nanos writes in-progress-ms"
               + " business-ms accounts");
       System.exit(2);
     }
@@ -87,12 +93,12 @@ public final class PaymentWorker {
     Path journalFile = Path.of(args[2]);
     int lanes = Integer.parseInt(args[3]);
     long end = Long.parseLong(args[4]);
-    boolean fenced = Boolean.parseBoolean(args[5]);
+    PaymentStore.Writes writes = PaymentStore.Writes.valueOf(args[5]);
     Duration inProgress = Duration.ofMillis(Long.parseLong(args[6]));
     long businessMs = Long.parseLong(args[7]);
     int accounts = Integer.parseInt(args[8]);
     Map<Integer, Long> resume = resumePoints(journalFile, lanes);
-    try (PaymentBackend backend = connect(store, args[1], fenced, end);
+    try (PaymentBackend backend = connect(store, args[1], writes, end);
         BufferedWriter w =
             Files.newBufferedWriter(
                 journalFile,
@@ -120,10 +126,11 @@ public final class PaymentWorker {
    * fault), until {@code end}.
    */
   private static PaymentBackend connect(
-      PaymentStore store, String address, boolean fenced, long end) throws InterruptedException {
+      PaymentStore store, String address, PaymentStore.Writes writes, long end)
+      throws InterruptedException {
     while (true) {
       try {
-        return store.connect(address, fenced, false);
+        return store.connect(address, writes, false);
       } catch (PaymentBackend.Unavailable e) {
         if (System.nanoTime() > end) {
           throw e;
@@ -186,11 +193,12 @@ public final class PaymentWorker {
         if (c instanceof PaymentBackend.Claim.Owned owned) {
           write("owned " + i + " " + owned.token());
           Thread.sleep(businessMs); // the business step
-          String done = backend.pay(p, owned.token());
-          if (done != null) {
-            return done;
+          PaymentBackend.Attempt done = backend.pay(p, owned.token());
+          if (done instanceof PaymentBackend.Attempt.Paid paid) {
+            return paid.response();
           }
-          refused(i); // a newer owner fenced this one off: ask again, for its answer
+          // Fenced off (a newer owner, or this token's deadline passed): ask again, for the answer.
+          refused(i, ((PaymentBackend.Attempt.Fenced) done).pastDeadline());
         } else {
           Thread.sleep(50); // in progress elsewhere: ask again
         }
@@ -204,9 +212,9 @@ public final class PaymentWorker {
     return null;
   }
 
-  private void refused(long i) {
+  private void refused(long i, boolean pastDeadline) {
     refusals.incrementAndGet();
-    write("refused " + i);
+    write("refused " + i + (pastDeadline ? " " + PAST_DEADLINE : ""));
   }
 
   private static void sleepQuietly(long ms) {

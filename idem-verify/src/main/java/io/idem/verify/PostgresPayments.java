@@ -87,8 +87,8 @@ final class PostgresPayments implements PaymentStore {
   }
 
   @Override
-  public PaymentBackend connect(String address, boolean fenced, boolean settler) {
-    if (!fenced) {
+  public PaymentBackend connect(String address, Writes writes, boolean settler) {
+    if (writes != Writes.FENCED_COMPLETION) {
       throw new IllegalArgumentException(
           "the postgres store has no unfenced mode; its negative control is the store seed001");
     }
@@ -165,7 +165,7 @@ final class PostgresPayments implements PaymentStore {
     }
 
     @Override
-    public String pay(Payment p, long token) {
+    public Attempt pay(Payment p, long token) {
       try (Connection c = pool.getConnection()) {
         byte[] response =
             store.inTransaction(
@@ -182,7 +182,7 @@ final class PostgresPayments implements PaymentStore {
                   }
                   return p.response(drawn).getBytes(StandardCharsets.UTF_8);
                 });
-        return new String(response, StandardCharsets.UTF_8);
+        return new Attempt.Paid(new String(response, StandardCharsets.UTF_8));
       } catch (KeyInProgressException e) {
         throw new Unavailable("payment " + p.i() + ": in progress elsewhere", e);
       } catch (KeyMismatchException e) {

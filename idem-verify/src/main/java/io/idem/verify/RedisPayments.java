@@ -56,8 +56,8 @@ final class RedisPayments implements PaymentStore {
   }
 
   @Override
-  public PaymentBackend connect(String address, boolean fenced, boolean settler) {
-    if (!fenced) {
+  public PaymentBackend connect(String address, Writes writes, boolean settler) {
+    if (writes != Writes.FENCED_COMPLETION) {
       throw new IllegalArgumentException(
           "the redis store has no unfenced mode; its negative control is the store seed001");
     }
@@ -132,7 +132,7 @@ final class RedisPayments implements PaymentStore {
     }
 
     @Override
-    public String pay(Payment p, long token) {
+    public Attempt pay(Payment p, long token) {
       String response = p.response(token);
       RedisEffect ledger =
           RedisEffect.push(ledgerKey(p.account()), p.entry(token).getBytes(StandardCharsets.UTF_8));
@@ -141,7 +141,8 @@ final class RedisPayments implements PaymentStore {
               p,
               store.complete(
                   idempotencyKey(p), token, response.getBytes(StandardCharsets.UTF_8), ledger));
-      return s instanceof Settlement.Done ? response : null; // Fenced, or Completed by another
+      // Fenced, or Completed by another owner first: not this owner's payment.
+      return s instanceof Settlement.Done ? new Attempt.Paid(response) : new Attempt.Fenced(false);
     }
 
     private static <T> T join(Payment p, CompletionStage<T> stage) {

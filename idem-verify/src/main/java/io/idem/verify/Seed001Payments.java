@@ -49,9 +49,9 @@ final class Seed001Payments implements PaymentStore {
   }
 
   @Override
-  public PaymentBackend connect(String address, boolean fenced, boolean settler) {
-    if (!fenced) {
-      throw new IllegalArgumentException("seed 001 has no fences to switch off");
+  public PaymentBackend connect(String address, Writes writes, boolean settler) {
+    if (writes != Writes.FENCED_COMPLETION) {
+      throw new IllegalArgumentException("seed 001 makes its own writes, not " + writes);
     }
     Duration timeout = Duration.ofSeconds(settler ? 30 : 2);
     RedisClient client =
@@ -102,10 +102,10 @@ final class Seed001Payments implements PaymentStore {
     }
 
     @Override
-    public String pay(Payment p, long token) {
+    public Attempt pay(Payment p, long token) {
       call(p, () -> redis().rpush(ledgerKey(p.account()), p.entry(payer)));
       seed.confirm(p.key());
-      return p.response(payer);
+      return new Attempt.Paid(p.response(payer));
     }
 
     private static <T> T call(Payment p, Supplier<T> command) {

@@ -2,6 +2,7 @@ package io.idem.verify;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.catchThrowable;
 
 import io.idem.client.FencedWriteException;
 import io.idem.client.IdemClient;
@@ -15,6 +16,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
@@ -25,8 +27,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Idempotency keys on three real server processes behind fault proxies: a lost acquire answer, a
- * paused owner after a takeover, and a completed key across a leader failover and a restart of
- * every node.
+ * paused owner after a takeover, an owner's fenced append held up past its deadline by a failover,
+ * and a completed key across a leader failover and a restart of every node.
  */
 @Timeout(240)
 class KeysScenarioTest {
@@ -163,6 +165,71 @@ class KeysScenarioTest {
       assertThat(other.getKey("acme", "order-paused").orElseThrow().token())
           .isEqualTo(second.token());
     }
+  }
+
+  /**
+   * Issue 36: an owner's fenced append held up by a failover longer than its in-progress timeout
+   * reaches the new leader after its deadline, before anyone took the key over. From log format 8
+   * it is refused there; format 7 applied it, and the duplicate that then took the key over paid
+   * again. Here the duplicate pays once.
+   */
+  @Test
+  void aFencedAppendResentAfterItsDeadlineByAFailoverIsRefusedThoughNobodyTookOver()
+      throws Exception {
+    try (IdemClient owner = proxied();
+        IdemClient duplicate = direct()) {
+      int leader = awaitLeader();
+      KeyAcquisition.Acquired first =
+          (KeyAcquisition.Acquired)
+              owner.acquireKey(
+                  "acme", "order-failover", FP, Duration.ofMillis(200), Duration.ofHours(1));
+      cluster.pause(leader);
+      try {
+        // The frozen leader holds it; the client resends it to the next leader, elected after at
+        // least the 300 ms election timeout: past the owner's deadline, in log time.
+        CompletableFuture<Long> append =
+            owner
+                .fenced(first.fence("acme", "order-failover"))
+                .appendAsync("ledger/failover", utf8("order-failover:" + first.token()));
+        Throwable refused = catchThrowable(() -> append.get(60, TimeUnit.SECONDS));
+        assertThat(refused)
+            .as("the owner's append after its deadline")
+            .isInstanceOf(ExecutionException.class)
+            .cause()
+            .isInstanceOfSatisfying(
+                FencedWriteException.class,
+                e -> {
+                  assertThat(e.currentToken()).as("nobody took over").isEqualTo(first.token());
+                  assertThat(e.getMessage()).contains("deadline, which passed");
+                });
+      } finally {
+        cluster.resume(leader);
+      }
+      assertThat(duplicate.get("ledger/failover")).isEmpty();
+
+      KeyAcquisition taken =
+          duplicate.acquireKey(
+              "acme", "order-failover", FP, Duration.ofMinutes(5), Duration.ofHours(1));
+      assertThat(taken)
+          .isInstanceOfSatisfying(
+              KeyAcquisition.Acquired.class, a -> assertThat(a.takeover()).isTrue());
+      KeyAcquisition.Acquired second = (KeyAcquisition.Acquired) taken;
+      duplicate
+          .fenced(second.fence("acme", "order-failover"))
+          .append("ledger/failover", utf8("order-failover:" + second.token()));
+      assertThat(duplicate.completeKey("acme", "order-failover", second.token(), FP))
+          .isInstanceOf(KeySettlement.Settled.class);
+      assertThat(owner.completeKey("acme", "order-failover", first.token(), FP))
+          .isInstanceOf(KeySettlement.Fenced.class);
+      assertThat(duplicate.get("ledger/failover").orElseThrow().elements())
+          .as("paid once")
+          .hasSize(1);
+    }
+    awaitLeader();
+  }
+
+  private static byte[] utf8(String s) {
+    return s.getBytes(StandardCharsets.UTF_8);
   }
 
   @Test
