@@ -184,6 +184,11 @@ class PaymentsServeTest {
   private record Served(Process process, BlockingQueue<String> lines) {
     static Served start(Path tmp, String... args) throws IOException {
       List<String> cmd = new ArrayList<>();
+      // A job started in the background of a non-interactive shell (as CI and nohup runs are)
+      // inherits SIGINT ignored, and a JVM that starts with SIGINT ignored keeps ignoring it: the
+      // command would never see the Ctrl-C this test sends. A terminal's foreground job has it
+      // default; coreutils' env sets it so (and execs java: the PID stays the command's).
+      cmd.addAll(List.of("env", "--default-signal=INT"));
       cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
       cmd.addAll(
           List.of(
