@@ -29,6 +29,7 @@ import java.util.Enumeration;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Optional;
 import java.util.Set;
 
 /**
@@ -469,6 +470,15 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     response.setHeader(REPLAYED_HEADER, "true");
     response.setContentLength(stored.body().length);
     response.getOutputStream().write(stored.body());
+  }
+
+  /**
+   * The scope this filter keeps {@code request}'s caller's keys under (docs/HTTP.md, Scopes), as a
+   * key store holds it; empty if the request names no caller. For an application that reads its
+   * callers' keys back (the payments example's withdrawal resource).
+   */
+  public Optional<String> scopeOf(HttpServletRequest request) {
+    return Optional.ofNullable(caller(request)).map(CallerScope::encoded);
   }
 
   /**

@@ -23,6 +23,7 @@ import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.eclipse.jetty.ee10.servlet.FilterHolder;
@@ -120,10 +121,6 @@ public final class PaymentsService implements AutoCloseable {
     ServletContextHandler context = new ServletContextHandler();
     context.getServletHandler().setDecodeAmbiguousURIs(true);
     context.addServlet(new ServletHolder(new PaymentsProblem.Pages()), PaymentsProblem.PATH + "*");
-    context.addServlet(
-        new ServletHolder(new Accounts(balances, options.processingDelay())), "/accounts/*");
-    context.addServlet(
-        new ServletHolder(new Accounts(balances, options.processingDelay())), "/plain/accounts/*");
     IdempotencyFilter filter =
         balances
             .filter()
@@ -138,6 +135,9 @@ public final class PaymentsService implements AutoCloseable {
                     .build())
             .inProgressTimeout(options.inProgressTimeout())
             .build();
+    Accounts accounts = new Accounts(balances, options.processingDelay(), filter::scopeOf);
+    context.addServlet(new ServletHolder(accounts), "/accounts/*");
+    context.addServlet(new ServletHolder(accounts), "/plain/accounts/*");
     if (options.idempotency()) {
       FilterHolder holder = new FilterHolder(filter);
       context.addFilter(holder, "/accounts/*", EnumSet.of(DispatcherType.REQUEST));
@@ -190,10 +190,16 @@ public final class PaymentsService implements AutoCloseable {
 
     private final transient Balances balances;
     private final Duration processingDelay;
+    private final transient Function<HttpServletRequest, Optional<String>> scopes;
 
-    Accounts(Balances balances, Duration processingDelay) {
+    /** {@code scopes}: the filter's scope of a request's caller (its keys' scope). */
+    Accounts(
+        Balances balances,
+        Duration processingDelay,
+        Function<HttpServletRequest, Optional<String>> scopes) {
       this.balances = balances;
       this.processingDelay = processingDelay;
+      this.scopes = scopes;
     }
 
     /**
@@ -233,7 +239,8 @@ public final class PaymentsService implements AutoCloseable {
         throws IOException {
       Optional<String> id = Withdrawals.id(rawId);
       Optional<Withdrawals.Stored> stored =
-          id.flatMap(i -> balances.storedResponse(new IdempotencyKey(Withdrawals.scope(req), i)))
+          id.flatMap(i -> scopes.apply(req).map(scope -> new IdempotencyKey(scope, i)))
+              .flatMap(balances::storedResponse)
               .flatMap(Withdrawals::decode)
               // Made from this account (the key is the caller's, not the account's).
               .filter(

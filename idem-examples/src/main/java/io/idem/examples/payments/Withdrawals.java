@@ -1,12 +1,8 @@
 package io.idem.examples.payments;
 
-import jakarta.servlet.http.HttpServletRequest;
 import java.io.ByteArrayOutputStream;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
-import java.util.HexFormat;
 import java.util.Optional;
 import java.util.zip.CRC32C;
 
@@ -87,51 +83,6 @@ final class Withdrawals {
       return Optional.empty();
     }
     return Optional.of(id);
-  }
-
-  /**
-   * The scope the filter keeps this caller's keys under (docs/HTTP.md, Scopes): {@code header:} for
-   * the {@value #CLIENT_HEADER} header's value, else {@code anonymous:} for {@value
-   * #ANONYMOUS_SCOPE}; then {@code v:} and the value, or {@code h:} and the hex SHA-256 of its
-   * UTF-16 code units (big-endian) if that would pass 255 characters or the value holds an unpaired
-   * surrogate.
-   */
-  static String scope(HttpServletRequest request) {
-    String client = request.getHeader(CLIENT_HEADER);
-    if (client != null && !client.isBlank()) {
-      return scope("header:", client.strip());
-    }
-    return scope("anonymous:", ANONYMOUS_SCOPE);
-  }
-
-  private static String scope(String tag, String value) {
-    String verbatim = tag + "v:" + value;
-    if (verbatim.length() <= MAX_CHARS && wellFormed(value)) {
-      return verbatim;
-    }
-    ByteBuffer chars = ByteBuffer.allocate(2 * value.length());
-    chars.asCharBuffer().put(value);
-    try {
-      return tag
-          + "h:"
-          + HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(chars.array()));
-    } catch (NoSuchAlgorithmException e) {
-      throw new IllegalStateException("every JDK has SHA-256", e);
-    }
-  }
-
-  private static boolean wellFormed(String s) {
-    for (int i = 0; i < s.length(); i++) {
-      char c = s.charAt(i);
-      if (Character.isHighSurrogate(c)
-          && i + 1 < s.length()
-          && Character.isLowSurrogate(s.charAt(i + 1))) {
-        i++;
-      } else if (Character.isSurrogate(c)) {
-        return false;
-      }
-    }
-    return true;
   }
 
   /**
