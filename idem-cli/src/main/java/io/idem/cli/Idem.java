@@ -1,6 +1,5 @@
 package io.idem.cli;
 
-import io.idem.server.Main;
 import java.io.PrintWriter;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -51,7 +50,7 @@ public final class Idem implements Runnable {
   /** Builds the command line with the project's error handling. */
   static CommandLine commandLine(PrintWriter out, PrintWriter err) {
     CommandLine cli = new CommandLine(new Idem());
-    cli.addSubcommand("server", new CommandLine(new Main()).setCommandName("server"));
+    cli.addSubcommand("server", new CommandLine(new ServerCommand()));
     cli.setOut(out);
     cli.setErr(err);
     cli.setParameterExceptionHandler(

@@ -231,6 +231,14 @@ public final class IdemServer implements AutoCloseable {
     return new IdemServer(config);
   }
 
+  /**
+   * Whether {@code dataDir} holds a node's state from an earlier run (a restart), not only a marker
+   * or nothing (a first start).
+   */
+  public static boolean hasStoredState(java.nio.file.Path dataDir) throws IOException {
+    return NodeMarker.hasState(dataDir);
+  }
+
   /** The configuration this node runs with. */
   public ServerConfig config() {
     return config;
