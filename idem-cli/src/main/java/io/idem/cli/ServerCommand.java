@@ -338,7 +338,7 @@ public final class ServerCommand implements Callable<Integer> {
       names = "--max-connection-age-ms",
       defaultValue = "" + ConnectionLimits.DEFAULT_MAX_CONNECTION_AGE_MS,
       description =
-          "Close a client connection after this long (+-10%), after --max-connection-age-grace-ms"
+          "Close a client connection after this long (+-10%%), after --max-connection-age-grace-ms"
               + " for its calls; clients resume their sessions on a new one. 0: never. Default:"
               + " ${DEFAULT-VALUE}.")
   long maxConnectionAgeMs;

@@ -88,7 +88,7 @@ public final class ServerDefaults implements IDefaultValueProvider {
   }
 
   /** The keys a configuration file may hold, in order. */
-  static Set<String> keys(CommandSpec spec) {
+  public static Set<String> keys(CommandSpec spec) {
     Set<String> keys = new TreeSet<>();
     for (OptionSpec o : spec.options()) {
       if (!NOT_SETTINGS.contains(key(o))) {
