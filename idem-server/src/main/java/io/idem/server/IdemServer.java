@@ -54,7 +54,7 @@ public final class IdemServer implements AutoCloseable {
   private final Membership membership;
   private final ConnectionGate connections;
 
-  private IdemServer(ServerConfig config) throws IOException {
+  private IdemServer(ServerConfig config, boolean unsafeLocalReads) throws IOException {
     this.config = config;
     NodeMarker.claim(config.dataDir(), config.id());
     this.metrics = new ServerMetrics(config.id());
@@ -66,7 +66,7 @@ public final class IdemServer implements AutoCloseable {
                     config.authAdmin(), config.bootstrapQuotas(), config.bootstrapBackendBytes()),
             config.snapshotEveryEntries(),
             metrics);
-    this.raft = new RaftNode(config, stateMachine);
+    this.raft = new RaftNode(config, stateMachine, unsafeLocalReads);
     this.batcher =
         new Batcher(
             raft,
@@ -89,7 +89,7 @@ public final class IdemServer implements AutoCloseable {
             stateMachine,
             this::status,
             membership,
-            config.unsafeLocalReads(),
+            unsafeLocalReads,
             metrics,
             config.streamBounds());
     String client = config.clientListenAddress();
@@ -228,7 +228,19 @@ public final class IdemServer implements AutoCloseable {
    * @throws IOException if the data directory or a port cannot be used
    */
   public static IdemServer start(ServerConfig config) throws IOException {
-    return new IdemServer(config);
+    return new IdemServer(config, false);
+  }
+
+  /**
+   * Starts a node that answers reads from its local state machine as soon as it believes it leads,
+   * without the ReadIndex round that confirms its leadership (Ratis's {@code Read.Option.DEFAULT}):
+   * a deposed leader that has not noticed yet answers stale reads, which are not linearizable. Only
+   * the verification's negative control starts one (docs/VERIFICATION.md, "Reads under
+   * partitions"), through the test jar's {@code io.idem.server.NegativeControls}: no flag, key or
+   * variable of a production node reaches it.
+   */
+  static IdemServer startWithUnsafeLocalReads(ServerConfig config) throws IOException {
+    return new IdemServer(config, true);
   }
 
   /**

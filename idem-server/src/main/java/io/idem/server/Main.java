@@ -359,7 +359,6 @@ public final class Main implements Callable<Integer> {
         .peers(list)
         .tickIntervalMs(tickMs)
         .electionTimeoutMs(electionTimeoutMinMs, electionTimeoutMaxMs)
-        .unsafeLocalReads(unsafeLocalReads)
         .snapshotEveryEntries(snapshotEvery)
         .maxInFlightBatches(entriesInFlight)
         .maxQueuedCommands(maxQueuedCommands)
@@ -440,7 +439,10 @@ public final class Main implements Callable<Integer> {
     boolean joining = join && !NodeMarker.hasState(config.dataDir());
     IdemServer server;
     try {
-      server = IdemServer.start(config);
+      server =
+          unsafeLocalReads
+              ? IdemServer.startWithUnsafeLocalReads(config)
+              : IdemServer.start(config);
     } catch (java.io.IOException e) {
       System.err.println("idem-server: " + e.getMessage());
       return 1;

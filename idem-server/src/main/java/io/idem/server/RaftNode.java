@@ -54,7 +54,13 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
   private final AtomicLong callId = new AtomicLong();
   private final IdemStateMachine stateMachine;
 
-  RaftNode(ServerConfig config, IdemStateMachine stateMachine) throws IOException {
+  /**
+   * @param unsafeLocalReads reads served at once from the local state machine, without the
+   *     ReadIndex round (see {@link IdemServer#startWithUnsafeLocalReads}); false in every server
+   *     but the verification's negative control
+   */
+  RaftNode(ServerConfig config, IdemStateMachine stateMachine, boolean unsafeLocalReads)
+      throws IOException {
     this.stateMachine = stateMachine;
     // The state machine admits proposals only under this id (IdemStateMachine.startTransaction).
     this.clientId = stateMachine.proposer();
@@ -77,7 +83,7 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
             .setServerId(RaftPeerId.valueOf(config.id()))
             .setGroup(group)
             .setStateMachine(stateMachine)
-            .setProperties(properties(config))
+            .setProperties(properties(config, unsafeLocalReads))
             .setParameters(parameters(config))
             .setOption(RaftStorage.StartupOption.RECOVER)
             .build();
@@ -106,6 +112,10 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
   }
 
   static RaftProperties properties(ServerConfig c) {
+    return properties(c, false);
+  }
+
+  static RaftProperties properties(ServerConfig c, boolean unsafeLocalReads) {
     RaftProperties p = new RaftProperties();
     RaftServerConfigKeys.setStorageDir(p, List.of(c.dataDir().toFile()));
     String raft = c.self().raftAddress();
@@ -125,7 +135,7 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
     // the verification's negative control sets it (docs/VERIFICATION.md, "Reads under partitions").
     RaftServerConfigKeys.Read.setOption(
         p,
-        c.unsafeLocalReads()
+        unsafeLocalReads
             ? RaftServerConfigKeys.Read.Option.DEFAULT
             : RaftServerConfigKeys.Read.Option.LINEARIZABLE);
     RaftServerConfigKeys.Snapshot.setAutoTriggerEnabled(p, true);

@@ -61,10 +61,6 @@ import java.util.List;
  *     neither votes nor campaigns, and waits for a membership change that adds it ({@code idem
  *     member add}); {@code peers} then holds only this node. Ignored once its data directory holds
  *     a Raft configuration (a restart), which then names the members.
- * @param unsafeLocalReads <b>for the verification's negative control only</b>: reads are answered
- *     from the local state machine by a node that believes it leads, without the ReadIndex round
- *     that confirms its leadership (Ratis's {@code Read.Option.DEFAULT}). A deposed leader that has
- *     not noticed yet then answers stale reads: not linearizable. Off by default.
  * @param connectionLimits bounds on the client port's connections (per client, calls per
  *     connection, idle time, age); node-local
  * @param bootstrapQuotas the default quotas a new cluster's bootstrap sets (fields left 0: the
@@ -100,7 +96,6 @@ public record ServerConfig(
     boolean authOff,
     String adminAddress,
     boolean join,
-    boolean unsafeLocalReads,
     ConnectionLimits connectionLimits,
     io.idem.proto.Quotas bootstrapQuotas,
     long bootstrapBackendBytes) {
@@ -364,7 +359,6 @@ public record ServerConfig(
     private String authAdmin = "";
     private boolean authOff;
     private boolean join;
-    private boolean unsafeLocalReads;
     private ConnectionLimits connectionLimits = ConnectionLimits.DEFAULTS;
     private io.idem.proto.Quotas bootstrapQuotas = io.idem.proto.Quotas.getDefaultInstance();
     private long bootstrapBackendBytes;
@@ -532,12 +526,6 @@ public record ServerConfig(
       return this;
     }
 
-    /** Test only: see {@link ServerConfig#unsafeLocalReads()}. */
-    public Builder unsafeLocalReads(boolean on) {
-      this.unsafeLocalReads = on;
-      return this;
-    }
-
     /**
      * Returns the configuration.
      *
@@ -579,7 +567,6 @@ public record ServerConfig(
           authOff,
           adminAddress,
           join,
-          unsafeLocalReads,
           connectionLimits,
           bootstrapQuotas,
           bootstrapBackendBytes);
