@@ -1,6 +1,9 @@
-package io.idem.cli;
+package io.idem.lab;
 
 import com.zaxxer.hikari.HikariDataSource;
+import io.idem.cli.DurationConverter;
+import io.idem.cli.Errors;
+import io.idem.cli.TlsOptions;
 import io.idem.client.ClientTls;
 import io.idem.client.IdemClient;
 import io.idem.client.IdemTransport;
@@ -9,8 +12,8 @@ import io.idem.client.KeySettlement;
 import io.idem.client.Write;
 import io.idem.keys.postgres.PostgresKeyStore;
 import io.idem.testkit.LocalCluster;
-import io.idem.testkit.PostgresServer;
-import io.idem.testkit.RedisServer;
+import io.idem.testkit.stores.PostgresServer;
+import io.idem.testkit.stores.RedisServer;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;

@@ -1,9 +1,9 @@
-package io.idem.cli;
+package io.idem.lab;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
-import io.idem.testkit.PostgresServer;
+import io.idem.testkit.stores.PostgresServer;
 import java.sql.Connection;
 import java.sql.Statement;
 import java.time.Duration;
