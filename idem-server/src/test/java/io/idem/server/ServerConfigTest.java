@@ -11,7 +11,6 @@ import org.apache.ratis.conf.RaftProperties;
 import org.apache.ratis.server.RaftServerConfigKeys;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import picocli.CommandLine;
 
 class ServerConfigTest {
   private static final List<ServerConfig.Peer> PEERS =
@@ -47,40 +46,6 @@ class ServerConfigTest {
   }
 
   @Test
-  void flagsReachTheConfiguration() {
-    Main main = new Main();
-    new CommandLine(main)
-        .parseArgs(
-            "--id=n1",
-            "--peers=n1=127.0.0.1:7002:7001,n2=127.0.0.1:7012:7011",
-            "--client-listen=127.0.0.1:9001",
-            "--log-segment-bytes=65536");
-    ServerConfig c = main.config();
-    assertThat(c.clientListenAddress()).isEqualTo("127.0.0.1:9001");
-    assertThat(c.logSegmentBytes()).isEqualTo(65536);
-    assertThat(c.peers()).hasSize(2);
-  }
-
-  @Test
-  void connectionLimitFlagsReachTheConfigurationAndDefaultAsDocumented() {
-    Main defaults = new Main();
-    new CommandLine(defaults).parseArgs();
-    assertThat(defaults.config().connectionLimits()).isEqualTo(ConnectionLimits.DEFAULTS);
-    assertThat(ServerConfig.builder().build().connectionLimits())
-        .isEqualTo(ConnectionLimits.DEFAULTS);
-    Main main = new Main();
-    new CommandLine(main)
-        .parseArgs(
-            "--max-connections-per-client=3",
-            "--max-calls-per-connection=7",
-            "--max-connection-idle-ms=1000",
-            "--max-connection-age-ms=60000",
-            "--max-connection-age-grace-ms=0");
-    assertThat(main.config().connectionLimits())
-        .isEqualTo(new ConnectionLimits(3, 7, 1000, 60_000, 0));
-  }
-
-  @Test
   void connectionLimitsOutOfRangeAreRefusedByFlag() {
     assertThat(new ConnectionLimits(0, 0, 0, 0, 0)).isEqualTo(ConnectionLimits.NONE);
     assertThatThrownBy(() -> new ConnectionLimits(-1, 0, 0, 0, 0))
@@ -94,29 +59,6 @@ class ServerConfigTest {
         .hasMessageContaining("--max-connection-age-ms");
     assertThatThrownBy(() -> new ConnectionLimits(0, 0, 0, 1000, -1))
         .hasMessageContaining("--max-connection-age-grace-ms");
-  }
-
-  @Test
-  void queueAndStreamBoundFlagsReachTheConfigurationAndDefaultToTheConstants() {
-    Main defaults = new Main();
-    new CommandLine(defaults).parseArgs();
-    ServerConfig d = defaults.config();
-    assertThat(d.maxQueuedCommands()).isEqualTo(ServerConfig.DEFAULT_MAX_QUEUED_COMMANDS);
-    assertThat(d.maxQueuedBytes()).isEqualTo(ServerConfig.DEFAULT_MAX_QUEUED_BYTES);
-    assertThat(d.streamMaxOwedAnswers()).isEqualTo(ServerConfig.DEFAULT_STREAM_MAX_OWED_ANSWERS);
-    assertThat(d.streamMaxOwedBytes()).isEqualTo(ServerConfig.DEFAULT_STREAM_MAX_OWED_BYTES);
-    assertThat(d.streamStallTimeoutMs()).isEqualTo(ServerConfig.DEFAULT_STREAM_STALL_TIMEOUT_MS);
-    Main main = new Main();
-    new CommandLine(main)
-        .parseArgs(
-            "--max-queued-commands=7",
-            "--max-queued-bytes=4096",
-            "--stream-max-owed-answers=65536",
-            "--stream-max-owed-bytes=1048576",
-            "--stream-stall-timeout-ms=1");
-    assertThat(main.config().streamBounds()).isEqualTo(new Outbox.Bounds(65536, 1 << 20, 1));
-    assertThat(main.config().maxQueuedCommands()).isEqualTo(7);
-    assertThat(main.config().maxQueuedBytes()).isEqualTo(4096);
   }
 
   @Test
@@ -170,25 +112,6 @@ class ServerConfigTest {
         .hasMessageContaining("peer certificate subject \"n1\" is not an X.500 name");
     assertThatThrownBy(() -> ServerConfig.builder().peerSubjects(List.of("CN=n1")).build())
         .hasMessageContaining("need the node's TLS files too");
-  }
-
-  @Test
-  void peerFlagsReachTheConfiguration(@TempDir Path dir) throws Exception {
-    for (String f : List.of("node.pem", "node.key", "ca.pem")) {
-      Files.writeString(dir.resolve(f), f);
-    }
-    Main main = new Main();
-    new CommandLine(main)
-        .parseArgs(
-            "--tls-cert=" + dir.resolve("node.pem"),
-            "--tls-key=" + dir.resolve("node.key"),
-            "--tls-ca=" + dir.resolve("ca.pem"),
-            "--peer-allow=CN=n1,O=Idem;CN=n2,O=Idem",
-            "--peer-allow=CN=n3,O=Idem",
-            "--auth-admin=CN=admin, O=Idem");
-    assertThat(main.config().peerSubjects())
-        .containsExactly("CN=n1,O=Idem", "CN=n2,O=Idem", "CN=n3,O=Idem");
-    assertThat(main.config().authAdmin()).isEqualTo("CN=admin, O=Idem");
   }
 
   @Test

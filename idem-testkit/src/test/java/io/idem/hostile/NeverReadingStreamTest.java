@@ -206,7 +206,7 @@ class NeverReadingStreamTest {
     }
   }
 
-  /** The node: Main in a JVM of its own, with this JVM's Java and class path. */
+  /** The node: NodeProcess in a JVM of its own, with this JVM's Java and class path. */
   private Process startNode(int clientPort, int adminPort) throws IOException {
     List<String> cmd = new ArrayList<>();
     cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
@@ -216,7 +216,7 @@ class NeverReadingStreamTest {
         List.of(
             "-cp",
             System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")),
-            "io.idem.server.Main",
+            NodeProcess.class.getName(),
             "--id=n1",
             "--data-dir=" + dir.resolve("data"),
             "--client-address=127.0.0.1:" + clientPort,

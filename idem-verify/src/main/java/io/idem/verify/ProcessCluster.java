@@ -527,7 +527,7 @@ public final class ProcessCluster implements AutoCloseable {
         i,
         launch(
             List.of("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Xmx512m"),
-            "io.idem.server.Main",
+            LabNode.class.getName(),
             args,
             dir.resolve(ids.get(i) + ".log")));
     paused.set(i, false);

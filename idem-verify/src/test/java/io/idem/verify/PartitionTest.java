@@ -102,7 +102,7 @@ class PartitionTest {
    * @return the value the read at L returned, empty if it failed
    */
   private Optional<Long> staleReadScenario(boolean unsafe) throws Exception {
-    List<String> unsafeFlag = unsafe ? List.of("--unsafe-local-reads") : List.of();
+    List<String> unsafeFlag = unsafe ? List.of(LabNode.UNSAFE_LOCAL_READS) : List.of();
     List<String> quick = timeouts(unsafeFlag, 1_000, 2_000);
     List<String> slowStepDown = timeouts(unsafeFlag, 1_000, 8_000);
     try (ProcessCluster cluster = new ProcessCluster(dir, 3)) {
