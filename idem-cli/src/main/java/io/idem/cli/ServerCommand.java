@@ -452,7 +452,12 @@ public final class ServerCommand implements Callable<Integer> {
     try {
       config = config();
     } catch (IllegalArgumentException e) {
-      System.err.println("idem-server: " + e.getMessage());
+      System.err.println(
+          "idem-server: "
+              + e.getMessage()
+              + (file == null
+                  ? ""
+                  : " (settings from the flags, the environment and " + file + ")"));
       return 2;
     }
     boolean joining = join && !IdemServer.hasStoredState(config.dataDir());
