@@ -61,8 +61,8 @@ class ThreeNodeInstallTest {
     startAll();
     String servers = servers();
     awaitWrite(servers, "greeting", "hello");
-    assertThat(idem("kv", "put", "--servers", servers, "last", "before-stop").exit()).isZero();
-    Result read = idem("kv", "get", "--servers", servers, "greeting");
+    awaitWrite(servers, "last", "before-stop");
+    Result read = awaitRead(servers, "greeting");
     assertThat(read.exit()).as(read.output()).isZero();
     assertThat(read.output()).contains("hello");
 
@@ -192,7 +192,9 @@ class ThreeNodeInstallTest {
 
   /** Writes once the cluster takes writes (a leader elected), within {@link #READY_TIMEOUT}. */
   private void awaitWrite(String servers, String key, String value) throws Exception {
-    await(() -> idem("kv", "put", "--servers", servers, "--timeout", "10s", key, value));
+    Result put =
+        await(() -> idem("kv", "put", "--servers", servers, "--timeout", "10s", key, value));
+    assertThat(put.exit()).as("put %s: %s", key, put.output()).isZero();
   }
 
   private Result awaitRead(String servers, String key) throws Exception {
