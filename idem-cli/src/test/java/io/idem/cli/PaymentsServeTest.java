@@ -3,7 +3,7 @@ package io.idem.cli;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.idem.testkit.LocalCluster;
-import io.idem.testkit.RedisServer;
+import io.idem.testkit.stores.RedisServer;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.api.StatefulRedisConnection;
 import java.io.BufferedReader;

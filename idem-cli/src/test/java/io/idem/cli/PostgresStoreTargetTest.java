@@ -3,7 +3,7 @@ package io.idem.cli;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
-import io.idem.testkit.PostgresServer;
+import io.idem.testkit.stores.PostgresServer;
 import java.sql.Connection;
 import java.sql.Statement;
 import java.time.Duration;

@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.idem.keys.postgres.PostgresKeyStore;
 import io.idem.keys.spi.KeyStore;
 import io.idem.spring.app.PaymentsApplication;
-import io.idem.testkit.PostgresServer;
+import io.idem.testkit.stores.PostgresServer;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;

@@ -7,7 +7,7 @@ import io.idem.keys.redis.RedisKeyRecord;
 import io.idem.keys.redis.RedisKeyStore;
 import io.idem.keys.spi.KeyStore;
 import io.idem.spring.app.PaymentsApplication;
-import io.idem.testkit.RedisServer;
+import io.idem.testkit.stores.RedisServer;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.api.StatefulRedisConnection;
 import java.net.URI;

@@ -1,7 +1,8 @@
-package io.idem.testkit;
+package io.idem.testkit.stores;
 
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
+import io.idem.testkit.LocalCluster;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;

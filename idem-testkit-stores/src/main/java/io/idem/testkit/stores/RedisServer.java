@@ -1,5 +1,6 @@
-package io.idem.testkit;
+package io.idem.testkit.stores;
 
+import io.idem.testkit.LocalCluster;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;

@@ -1,4 +1,4 @@
-package io.idem.testkit;
+package io.idem.testkit.stores;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
