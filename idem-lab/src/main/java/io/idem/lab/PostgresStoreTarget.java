@@ -1,4 +1,4 @@
-package io.idem.cli;
+package io.idem.lab;
 
 import com.zaxxer.hikari.HikariDataSource;
 import io.idem.keys.Fingerprint;

@@ -1,5 +1,7 @@
-package io.idem.cli;
+package io.idem.lab;
 
+import io.idem.cli.DurationConverter;
+import io.idem.cli.Errors;
 import io.idem.verify.Campaign;
 import io.idem.verify.FailoverBench;
 import io.idem.verify.KeysCampaign;

@@ -1,4 +1,4 @@
-package io.idem.cli;
+package io.idem.lab;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -47,7 +47,8 @@ class BenchTlsTest {
   private final StringWriter err = new StringWriter();
 
   private int run(String... args) {
-    return Idem.commandLine(new PrintWriter(out, true), new PrintWriter(err, true)).execute(args);
+    return IdemLab.commandLine(new PrintWriter(out, true), new PrintWriter(err, true))
+        .execute(args);
   }
 
   @Test

@@ -1,4 +1,4 @@
-package io.idem.cli;
+package io.idem.lab;
 
 import io.idem.examples.payments.PaymentsDemo;
 import io.idem.examples.payments.PaymentsService;

@@ -1,6 +1,9 @@
-package io.idem.cli;
+package io.idem.lab;
 
 import com.zaxxer.hikari.HikariDataSource;
+import io.idem.cli.DurationConverter;
+import io.idem.cli.Errors;
+import io.idem.cli.TlsOptions;
 import io.idem.client.ClientTls;
 import io.idem.client.IdemClient;
 import io.idem.client.IdemTransport;

@@ -1,4 +1,4 @@
-package io.idem.cli;
+package io.idem.lab;
 
 import io.idem.keys.Fingerprint;
 import io.idem.keys.IdempotencyKey;

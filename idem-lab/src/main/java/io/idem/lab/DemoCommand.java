@@ -1,4 +1,4 @@
-package io.idem.cli;
+package io.idem.lab;
 
 import io.idem.client.IdemClient;
 import io.idem.client.KeyValue;

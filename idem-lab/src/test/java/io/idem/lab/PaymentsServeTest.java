@@ -1,4 +1,4 @@
-package io.idem.cli;
+package io.idem.lab;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -163,7 +163,8 @@ class PaymentsServeTest {
   }
 
   private static int cli(StringWriter out, StringWriter err, String... args) {
-    return Idem.commandLine(new PrintWriter(out, true), new PrintWriter(err, true)).execute(args);
+    return IdemLab.commandLine(new PrintWriter(out, true), new PrintWriter(err, true))
+        .execute(args);
   }
 
   private static HttpResponse<String> get(URI uri) throws Exception {
@@ -196,7 +197,7 @@ class PaymentsServeTest {
               "-Djava.io.tmpdir=" + tmp,
               "-cp",
               System.getProperty("java.class.path"),
-              Idem.class.getName()));
+              IdemLab.class.getName()));
       cmd.addAll(List.of(args));
       Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
       BlockingQueue<String> lines = new LinkedBlockingQueue<>();

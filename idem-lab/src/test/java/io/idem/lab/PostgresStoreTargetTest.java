@@ -1,4 +1,4 @@
-package io.idem.cli;
+package io.idem.lab;
 
 import static org.assertj.core.api.Assertions.assertThat;
 

@@ -1,4 +1,4 @@
-package io.idem.cli;
+package io.idem.lab;
 
 import io.etcd.jetcd.ByteSequence;
 import io.etcd.jetcd.Client;

@@ -1,4 +1,4 @@
-package io.idem.cli;
+package io.idem.lab;
 
 import io.idem.verify.seed001.Seed001;
 import io.lettuce.core.RedisClient;
