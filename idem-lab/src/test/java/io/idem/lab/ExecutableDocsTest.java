@@ -32,7 +32,9 @@ import picocli.CommandLine;
  *   <li>{@code <!-- doc-test: run -->}: the block runs with bash against a 3-node {@link
  *       LocalCluster} ({@code IDEM_SERVERS} names it), in a temporary directory, where {@code
  *       idem}, {@code ./idem} and {@code bin/idem} run the lab's main class on this test's class
- *       path. It must exit 0.
+ *       path. It must exit 0. Each call gets {@code --timeout 60s} appended (so a run block holds
+ *       client commands only): the commands' 5 s default is too short for a JVM that starts beside
+ *       a build on a loaded machine. The parse check sees the call as the block wrote it.
  *   <li>{@code <!-- doc-test: parse -->}: the block needs more than a test has (a build, systemd,
  *       several machines, minutes of load). It must pass {@code bash -n}, and every {@code idem},
  *       {@code ./idem} or {@code bin/idem} command line in it (with the block's variables expanded)
@@ -45,7 +47,8 @@ import picocli.CommandLine;
  */
 @Timeout(value = 20, unit = TimeUnit.MINUTES)
 class ExecutableDocsTest {
-  private static final Pattern MARKER = Pattern.compile("^\\s*<!--\\s*doc-test:\\s*(\\S+)\\s*-->\\s*$");
+  private static final Pattern MARKER =
+      Pattern.compile("^\\s*<!--\\s*doc-test:\\s*(\\S+)\\s*-->\\s*$");
   private static final Pattern FENCE = Pattern.compile("^(\\s*)```\\s*(\\S*)\\s*$");
   private static final List<String> SHELL = List.of("", "sh", "bash", "shell", "console");
 
@@ -58,6 +61,9 @@ class ExecutableDocsTest {
       Pattern.compile("^([A-Za-z_][A-Za-z0-9_]*=\\S*\\s+)*(idem|\\./idem|bin/idem)(\\s.*)?$");
 
   private static final Duration BLOCK_TIMEOUT = Duration.ofMinutes(5);
+
+  /** The deadline given to each call of a run block, in place of the commands' 5 s default. */
+  private static final String CALL_TIMEOUT = "60s";
 
   @TempDir Path dir;
 
@@ -127,7 +133,8 @@ class ExecutableDocsTest {
       List<String> problems = new ArrayList<>();
       for (Block b : runs) {
         problems.addAll(syntax(b));
-        Path work = Files.createDirectories(dir.resolve("run-" + b.file().getFileName() + "-" + b.line()));
+        Path work =
+            Files.createDirectories(dir.resolve("run-" + b.file().getFileName() + "-" + b.line()));
         Path calls = Files.createDirectories(work.resolve(".calls"));
         Result r = bash(work, runScript(b, calls), servers);
         for (Invocation call : invocationsIn(b, calls)) {
@@ -153,7 +160,8 @@ class ExecutableDocsTest {
 
   /** Runs a parse block's tool invocations (and its variables) with the tools stubbed out. */
   private List<Invocation> recordInvocations(Block b) throws Exception {
-    Path calls = Files.createDirectories(dir.resolve("calls-" + b.file().getFileName() + "-" + b.line()));
+    Path calls =
+        Files.createDirectories(dir.resolve("calls-" + b.file().getFileName() + "-" + b.line()));
     StringBuilder script = new StringBuilder(recorder(calls));
     for (String line : logicalLines(b.text())) {
       String l = line.strip();
@@ -177,8 +185,8 @@ class ExecutableDocsTest {
   }
 
   /**
-   * A shell function {@code __save TOOL ARGS...} that writes ARGS, NUL-terminated, to a file of
-   * its own in {@code calls}, named so that the files sort in call order (a call in a command
+   * A shell function {@code __save TOOL ARGS...} that writes ARGS, NUL-terminated, to a file of its
+   * own in {@code calls}, named so that the files sort in call order (a call in a command
    * substitution runs in a subshell, hence the pid).
    */
   private static String save(Path calls) {
@@ -197,7 +205,9 @@ class ExecutableDocsTest {
         + save(calls)
         + "__run() { __save \"$@\"; shift; '"
         + java
-        + "' -cp \"$DOC_TEST_CP\" io.idem.lab.IdemLab \"$@\"; }\n"
+        + "' -cp \"$DOC_TEST_CP\" io.idem.lab.IdemLab \"$@\" --timeout "
+        + CALL_TIMEOUT
+        + "; }\n"
         + "idem() { __run cli \"$@\"; }\n"
         + "function ./idem { __run lab \"$@\"; }\n"
         + "function bin/idem { __run cli \"$@\"; }\n"
@@ -255,7 +265,8 @@ class ExecutableDocsTest {
         if (m.matches()) {
           String mode = m.group(1);
           if (!mode.equals("run") && !mode.equals("parse")) {
-            throw new AssertionError(f.getFileName() + ":" + (i + 1) + ": unknown doc-test mode " + mode);
+            throw new AssertionError(
+                f.getFileName() + ":" + (i + 1) + ": unknown doc-test mode " + mode);
           }
           if (i + 1 >= lines.size() || !FENCE.matcher(lines.get(i + 1)).matches()) {
             throw new AssertionError(
@@ -330,7 +341,8 @@ class ExecutableDocsTest {
   }
 
   private static Result run(Path workDir, List<String> command, String servers) throws Exception {
-    ProcessBuilder pb = new ProcessBuilder(command).directory(workDir.toFile()).redirectErrorStream(true);
+    ProcessBuilder pb =
+        new ProcessBuilder(command).directory(workDir.toFile()).redirectErrorStream(true);
     pb.environment().put("IDEM_SERVERS", servers);
     pb.environment().put("DOC_TEST_CP", System.getProperty("java.class.path"));
     pb.environment().remove("IDEM_JAVA_OPTS");
