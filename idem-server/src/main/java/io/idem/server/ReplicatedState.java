@@ -41,7 +41,7 @@ import java.util.List;
  */
 final class ReplicatedState {
   /**
-   * The log-entry format this code writes. It applies versions 1 to 3: in version 1 entries any
+   * The log-entry format this code writes. It applies versions 1 to 8: in version 1 entries any
    * session may renew or revoke a lease, and a revoke answers no log time; version 2 entries
    * (leases have holders) are refused by nodes that only know version 1, so a rolling upgrade stops
    * old nodes instead of letting them apply new entries differently. Version 3 adds {@code
