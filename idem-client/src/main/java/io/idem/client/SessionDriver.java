@@ -99,7 +99,7 @@ final class SessionDriver {
   private StreamObserver<ClientFrame> stream;
   private boolean journalBroken;
 
-  SessionDriver(IdemClient.Settings settings) {
+  SessionDriver(ClientSettings settings) {
     this.ownsTransport = settings.transport() == null;
     this.transport =
         !ownsTransport
@@ -197,6 +197,18 @@ final class SessionDriver {
 
   IdemTransport transport() {
     return transport;
+  }
+
+  /**
+   * Runs {@code r} (a future's completion) on the transport's workers, or here if they are shut
+   * down, so that a caller's callback never runs on a network or timer thread while they live.
+   */
+  void onWorkers(Runnable r) {
+    try {
+      transport.workers().execute(r);
+    } catch (RejectedExecutionException e) {
+      r.run();
+    }
   }
 
   List<SessionMachine.Call> recovered() {
