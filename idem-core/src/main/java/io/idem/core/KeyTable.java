@@ -162,6 +162,8 @@ public final class KeyTable {
     int records;
     long bytes;
 
+    Usage() {} // made by the table only: read-only outside the package
+
     /** Its records. */
     public int records() {
       return records;
@@ -495,9 +497,7 @@ public final class KeyTable {
     return null;
   }
 
-  // ---- restoring from a snapshot (KeyTableCodec) ----
-
-  /** The table's records, for the codec to restore them into. */
+  /** The table's records, for the codec ({@link KeyTableCodec}) to restore them into. */
   KeyRecords records() {
     return records;
   }

@@ -54,6 +54,8 @@ public final class SessionTable {
     int sessions;
     long savedBytes;
 
+    Usage() {} // made by the table only: read-only outside the package
+
     /** Its live sessions. */
     public int sessions() {
       return sessions;
