@@ -18,7 +18,7 @@ public record Fence(String scope, String key, long token) {
    * @throws InvalidArgumentException naming the bad part
    */
   public Fence {
-    IdemClient.checkKeyId(scope, key);
+    Operations.checkKeyId(scope, key);
     if (token < 1) {
       throw new InvalidArgumentException("a fence token is positive, got " + token, 0, 0);
     }

@@ -1,49 +1,15 @@
 package io.idem.client;
 
-import com.google.protobuf.ByteString;
-import io.grpc.StatusRuntimeException;
-import io.grpc.stub.StreamObserver;
 import io.idem.client.internal.SessionMachine;
-import io.idem.proto.AcquireKey;
-import io.idem.proto.Append;
-import io.idem.proto.ChangeMembersReply;
-import io.idem.proto.ChangeMembersRequest;
-import io.idem.proto.Code;
-import io.idem.proto.CompareAndSet;
-import io.idem.proto.CompleteKey;
-import io.idem.proto.Delete;
-import io.idem.proto.GetKeyReply;
-import io.idem.proto.GetKeyRequest;
-import io.idem.proto.GetReply;
-import io.idem.proto.GetRequest;
-import io.idem.proto.GrantLease;
-import io.idem.proto.IdemGrpc;
-import io.idem.proto.Increment;
-import io.idem.proto.KeepAliveLease;
-import io.idem.proto.Member;
 import io.idem.proto.Operation;
-import io.idem.proto.Put;
-import io.idem.proto.ReleaseKey;
-import io.idem.proto.RenewKey;
-import io.idem.proto.Result;
-import io.idem.proto.RevokeLease;
 import io.idem.proto.ServerFrame;
-import io.idem.proto.StatusReply;
-import io.idem.proto.StatusRequest;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.TimeUnit;
-import java.util.function.BiConsumer;
-import java.util.function.Function;
 
 /**
  * A client of an Idem cluster whose every write is applied exactly once, in the order issued.
@@ -72,21 +38,6 @@ public final class IdemClient implements AutoCloseable {
   /** The default of {@link Builder#probeInterval}: 400 ms. */
   public static final Duration DEFAULT_PROBE_INTERVAL = Duration.ofMillis(400);
 
-  /** The client's settings, from the builder. */
-  record Settings(
-      List<String> servers,
-      int window,
-      long requestTimeoutMs,
-      long sessionTtlMs,
-      long keepAliveMs,
-      long stallTimeoutMs,
-      long probeIntervalMs,
-      long rpcTimeoutMs,
-      Path identityFile,
-      String name,
-      IdemTransport transport,
-      ClientTls tls) {}
-
   /**
    * An operation a previous instance had in flight, resent after a restart.
    *
@@ -107,23 +58,24 @@ public final class IdemClient implements AutoCloseable {
   /** Longest idempotency key scope, and longest key, in characters. */
   public static final int MAX_KEY_CHARS = 255;
 
-  /** Delay between attempts of a read that found no leader. */
-  private static final long READ_RETRY_MS = 50;
-
-  private final Settings settings;
+  private final ClientSettings settings;
   private final SessionDriver session;
+  private final Reads reads;
+  private final ClusterAdmin admin;
   private final long timeoutNanos;
   private final io.idem.proto.Fence fence; // null: writes are not fenced
   private final CallObserver observer; // shared by the views of one client
 
-  private IdemClient(
-      Settings settings,
+  IdemClient(
+      ClientSettings settings,
       SessionDriver session,
       long timeoutNanos,
       io.idem.proto.Fence fence,
       CallObserver observer) {
     this.settings = settings;
     this.session = session;
+    this.reads = new Reads(session, settings.rpcTimeoutMs());
+    this.admin = new ClusterAdmin(session, settings.rpcTimeoutMs());
     this.timeoutNanos = timeoutNanos;
     this.fence = fence;
     this.observer = observer;
@@ -139,7 +91,7 @@ public final class IdemClient implements AutoCloseable {
    * timeout. It shares the session (and its numbering): closing either closes both.
    */
   public IdemClient withTimeout(Duration timeout) {
-    Builder.positive("timeout", timeout);
+    ClientBuilder.positive("timeout", timeout);
     return new IdemClient(settings, session, timeout.toNanos(), fence, observer);
   }
 
@@ -197,17 +149,7 @@ public final class IdemClient implements AutoCloseable {
    * null. Completes exceptionally with {@link LeaseNotFoundException} if the lease is gone.
    */
   public CompletableFuture<WriteResult> putAsync(String key, byte[] value, String lease) {
-    checkKey(key);
-    checkValue(value);
-    Put.Builder p = Put.newBuilder().setKey(key).setValue(ByteString.copyFrom(value));
-    if (fence != null) {
-      p.setFence(fence);
-    }
-    if (lease != null) {
-      checkName(lease);
-      p.setLease(lease);
-    }
-    return write(Operation.newBuilder().setPut(p).build(), WriteResult.class);
+    return write(Operations.put(key, value, lease, fence), WriteResult.class);
   }
 
   /** Deletes {@code key}: whether it existed, and the revision of the delete. */
@@ -217,12 +159,7 @@ public final class IdemClient implements AutoCloseable {
 
   /** See {@link #delete}. */
   public CompletableFuture<DeleteResult> deleteAsync(String key) {
-    checkKey(key);
-    Delete.Builder d = Delete.newBuilder().setKey(key);
-    if (fence != null) {
-      d.setFence(fence);
-    }
-    return write(Operation.newBuilder().setDelete(d).build(), DeleteResult.class);
+    return write(Operations.delete(key, fence), DeleteResult.class);
   }
 
   /**
@@ -237,21 +174,7 @@ public final class IdemClient implements AutoCloseable {
   /** See {@link #compareAndSet}. */
   public CompletableFuture<CasResult> compareAndSetAsync(
       String key, long expectedVersion, byte[] value) {
-    checkKey(key);
-    checkValue(value);
-    if (expectedVersion < 0) {
-      throw new InvalidArgumentException(
-          "expected version must be 0 (absent) or positive, got " + expectedVersion, 0, 0);
-    }
-    CompareAndSet.Builder c =
-        CompareAndSet.newBuilder()
-            .setKey(key)
-            .setExpectedVersion(expectedVersion)
-            .setValue(ByteString.copyFrom(value));
-    if (fence != null) {
-      c.setFence(fence);
-    }
-    return write(Operation.newBuilder().setCompareAndSet(c).build(), CasResult.class);
+    return write(Operations.compareAndSet(key, expectedVersion, value, fence), CasResult.class);
   }
 
   /** Adds {@code delta} to the counter at {@code key} and returns the new value. */
@@ -261,12 +184,7 @@ public final class IdemClient implements AutoCloseable {
 
   /** See {@link #increment}. */
   public CompletableFuture<Long> incrementAsync(String key, long delta) {
-    checkKey(key);
-    Increment.Builder i = Increment.newBuilder().setKey(key).setDelta(delta);
-    if (fence != null) {
-      i.setFence(fence);
-    }
-    return write(Operation.newBuilder().setIncrement(i).build(), CounterResult.class)
+    return write(Operations.increment(key, delta, fence), CounterResult.class)
         .thenApply(CounterResult::value);
   }
 
@@ -277,13 +195,7 @@ public final class IdemClient implements AutoCloseable {
 
   /** See {@link #append}. */
   public CompletableFuture<Long> appendAsync(String key, byte[] value) {
-    checkKey(key);
-    checkValue(value);
-    Append.Builder a = Append.newBuilder().setKey(key).setValue(ByteString.copyFrom(value));
-    if (fence != null) {
-      a.setFence(fence);
-    }
-    return write(Operation.newBuilder().setAppend(a).build(), AppendResult.class)
+    return write(Operations.append(key, value, fence), AppendResult.class)
         .thenApply(AppendResult::length);
   }
 
@@ -300,14 +212,7 @@ public final class IdemClient implements AutoCloseable {
 
   /** See {@link #grantLease}. */
   public CompletableFuture<Long> grantLeaseAsync(String name, Duration ttl) {
-    checkName(name);
-    if (ttl == null || ttl.toMillis() < 1) {
-      throw new InvalidArgumentException("lease TTL must be at least 1 ms, got " + ttl, 0, 0);
-    }
-    return lease(
-        Operation.newBuilder()
-            .setGrantLease(GrantLease.newBuilder().setName(name).setTtlMs(ttl.toMillis()))
-            .build());
+    return lease(Operations.grantLease(name, ttl));
   }
 
   /**
@@ -320,11 +225,7 @@ public final class IdemClient implements AutoCloseable {
 
   /** See {@link #keepAliveLease}. */
   public CompletableFuture<Long> keepAliveLeaseAsync(String name) {
-    checkName(name);
-    return lease(
-        Operation.newBuilder()
-            .setKeepAliveLease(KeepAliveLease.newBuilder().setName(name))
-            .build());
+    return lease(Operations.keepAliveLease(name));
   }
 
   /**
@@ -334,8 +235,8 @@ public final class IdemClient implements AutoCloseable {
    */
   public LeaseKeepAlive keepLeaseAlive(
       String name, Duration interval, LeaseKeepAlive.Listener listener) {
-    checkName(name);
-    Builder.positive("interval", interval);
+    Operations.checkName(name);
+    ClientBuilder.positive("interval", interval);
     LeaseKeepAlive k =
         new LeaseKeepAlive(
             this,
@@ -358,9 +259,7 @@ public final class IdemClient implements AutoCloseable {
 
   /** See {@link #revokeLease}. */
   public CompletableFuture<Long> revokeLeaseAsync(String name) {
-    checkName(name);
-    return lease(
-        Operation.newBuilder().setRevokeLease(RevokeLease.newBuilder().setName(name)).build());
+    return lease(Operations.revokeLease(name));
   }
 
   private CompletableFuture<Long> lease(Operation op) {
@@ -390,22 +289,8 @@ public final class IdemClient implements AutoCloseable {
   /** See {@link #acquireKey}. */
   public CompletableFuture<KeyAcquisition> acquireKeyAsync(
       String scope, String key, byte[] fingerprint, Duration inProgress, Duration retention) {
-    checkKeyId(scope, key);
-    if (fingerprint == null) {
-      throw new InvalidArgumentException("fingerprint must not be null (empty: none)", 0, 0);
-    }
-    positiveMillis("in-progress timeout", inProgress);
-    positiveMillis("retention", retention);
     return write(
-        Operation.newBuilder()
-            .setAcquireKey(
-                AcquireKey.newBuilder()
-                    .setScope(scope)
-                    .setKey(key)
-                    .setFingerprint(ByteString.copyFrom(fingerprint))
-                    .setInProgressMs(inProgress.toMillis())
-                    .setRetentionMs(retention.toMillis()))
-            .build(),
+        Operations.acquireKey(scope, key, fingerprint, inProgress, retention),
         KeyAcquisition.class);
   }
 
@@ -433,20 +318,7 @@ public final class IdemClient implements AutoCloseable {
   /** See {@link #completeKey(String, String, long, byte[], Write)}; {@code effect} may be null. */
   public CompletableFuture<KeySettlement> completeKeyAsync(
       String scope, String key, long token, byte[] response, Write effect) {
-    checkKeyId(scope, key);
-    if (response == null) {
-      throw new InvalidArgumentException("response must not be null", 0, 0);
-    }
-    CompleteKey.Builder c =
-        CompleteKey.newBuilder()
-            .setScope(scope)
-            .setKey(key)
-            .setToken(token)
-            .setResponse(ByteString.copyFrom(response));
-    if (effect != null) {
-      c.setEffect(operationOf(effect));
-    }
-    return write(Operation.newBuilder().setCompleteKey(c).build(), KeySettlement.class);
+    return write(Operations.completeKey(scope, key, token, response, effect), KeySettlement.class);
   }
 
   /**
@@ -459,12 +331,7 @@ public final class IdemClient implements AutoCloseable {
 
   /** See {@link #releaseKey}. */
   public CompletableFuture<KeySettlement> releaseKeyAsync(String scope, String key, long token) {
-    checkKeyId(scope, key);
-    return write(
-        Operation.newBuilder()
-            .setReleaseKey(ReleaseKey.newBuilder().setScope(scope).setKey(key).setToken(token))
-            .build(),
-        KeySettlement.class);
+    return write(Operations.releaseKey(scope, key, token), KeySettlement.class);
   }
 
   /**
@@ -478,18 +345,7 @@ public final class IdemClient implements AutoCloseable {
   /** See {@link #renewKey}. */
   public CompletableFuture<KeySettlement> renewKeyAsync(
       String scope, String key, long token, Duration extension) {
-    checkKeyId(scope, key);
-    positiveMillis("extension", extension);
-    return write(
-        Operation.newBuilder()
-            .setRenewKey(
-                RenewKey.newBuilder()
-                    .setScope(scope)
-                    .setKey(key)
-                    .setToken(token)
-                    .setExtensionMs(extension.toMillis()))
-            .build(),
-        KeySettlement.class);
+    return write(Operations.renewKey(scope, key, token, extension), KeySettlement.class);
   }
 
   /** A linearizable read of the key's record; empty if there is none. Needs no session. */
@@ -499,58 +355,7 @@ public final class IdemClient implements AutoCloseable {
 
   /** See {@link #getKey}; retried like {@link #getAsync}. */
   public CompletableFuture<Optional<KeyRecord>> getKeyAsync(String scope, String key) {
-    checkKeyId(scope, key);
-    GetKeyRequest req = GetKeyRequest.newBuilder().setScope(scope).setKey(key).build();
-    Read<GetKeyReply, Optional<KeyRecord>> read =
-        new Read<>(
-            "key " + scope + "/" + key,
-            System.nanoTime() + timeoutNanos,
-            (stub, observer) -> stub.getKey(req, observer),
-            GetKeyReply::getCode,
-            GetKeyReply::getMessage,
-            GetKeyReply::getLeaderHint,
-            r ->
-                r.getFound()
-                    ? Optional.of(
-                        new KeyRecord(
-                            scope,
-                            key,
-                            r.getCompleted(),
-                            r.getToken(),
-                            r.getDeadlineMs(),
-                            r.getCompletedAtMs(),
-                            r.getExpiresAtMs(),
-                            r.getFingerprint().toByteArray(),
-                            r.getResponse().toByteArray(),
-                            r.getLogTimeMs()))
-                    : Optional.empty());
-    read.attempt();
-    return read.result;
-  }
-
-  private static Operation operationOf(Write w) {
-    Operation.Builder o = Operation.newBuilder();
-    if (w instanceof Write.Put p) {
-      checkKey(p.key());
-      o.setPut(Put.newBuilder().setKey(p.key()).setValue(ByteString.copyFrom(p.value())));
-    } else if (w instanceof Write.Delete d) {
-      checkKey(d.key());
-      o.setDelete(Delete.newBuilder().setKey(d.key()));
-    } else if (w instanceof Write.CompareAndSet c) {
-      checkKey(c.key());
-      o.setCompareAndSet(
-          CompareAndSet.newBuilder()
-              .setKey(c.key())
-              .setExpectedVersion(c.expectedVersion())
-              .setValue(ByteString.copyFrom(c.value())));
-    } else if (w instanceof Write.Increment i) {
-      checkKey(i.key());
-      o.setIncrement(Increment.newBuilder().setKey(i.key()).setDelta(i.delta()));
-    } else if (w instanceof Write.Append a) {
-      checkKey(a.key());
-      o.setAppend(Append.newBuilder().setKey(a.key()).setValue(ByteString.copyFrom(a.value())));
-    }
-    return o.build();
+    return reads.getKey(scope, key, timeoutNanos);
   }
 
   // ---- reads ----
@@ -566,137 +371,7 @@ public final class IdemClient implements AutoCloseable {
    * UNAVAILABLE}).
    */
   public CompletableFuture<Optional<KeyValue>> getAsync(String key) {
-    checkKey(key);
-    GetRequest req = GetRequest.newBuilder().setKey(key).build();
-    Read<GetReply, Optional<KeyValue>> read =
-        new Read<>(
-            key,
-            System.nanoTime() + timeoutNanos,
-            (stub, observer) -> stub.get(req, observer),
-            GetReply::getCode,
-            GetReply::getMessage,
-            GetReply::getLeaderHint,
-            r -> r.getFound() ? Optional.of(keyValue(key, r)) : Optional.empty());
-    read.attempt();
-    return read.result;
-  }
-
-  private static KeyValue keyValue(String key, GetReply r) {
-    List<byte[]> elements = new ArrayList<>();
-    r.getElementsList().forEach(b -> elements.add(b.toByteArray()));
-    return new KeyValue(
-        key,
-        r.getElementsCount() > 0 ? null : r.getValue().toByteArray(),
-        List.copyOf(elements),
-        r.getVersion(),
-        r.getModRevision(),
-        r.getLease().isEmpty() ? null : r.getLease());
-  }
-
-  /** One linearizable read RPC (of reply type R), retried through redirects and failures. */
-  private final class Read<R, T> {
-    final String what;
-    final long deadline;
-    final BiConsumer<IdemGrpc.IdemStub, StreamObserver<R>> call;
-    final Function<R, Code> code;
-    final Function<R, String> message;
-    final Function<R, String> leaderHint;
-    final Function<R, T> value;
-    final CompletableFuture<T> result = new CompletableFuture<>();
-    String lastError = "";
-
-    Read(
-        String what,
-        long deadline,
-        BiConsumer<IdemGrpc.IdemStub, StreamObserver<R>> call,
-        Function<R, Code> code,
-        Function<R, String> message,
-        Function<R, String> leaderHint,
-        Function<R, T> value) {
-      this.what = what;
-      this.deadline = deadline;
-      this.call = call;
-      this.code = code;
-      this.message = message;
-      this.leaderHint = leaderHint;
-      this.value = value;
-    }
-
-    void attempt() {
-      IdemTransport.Connection c;
-      try {
-        c = session.transport().connection(session.address());
-      } catch (IllegalStateException e) {
-        fail(new NotSentException(NotSentException.Reason.CLIENT_CLOSED, e.getMessage(), 0, "", e));
-        return;
-      }
-      long left = Math.max(1, deadline - System.nanoTime());
-      call.accept(
-          IdemGrpc.newStub(c.channel)
-              .withDeadlineAfter(
-                  Math.min(left, TimeUnit.MILLISECONDS.toNanos(settings.rpcTimeoutMs())),
-                  TimeUnit.NANOSECONDS),
-          new StreamObserver<>() {
-            @Override
-            public void onNext(R r) {
-              Code k = code.apply(r);
-              if (k == Code.OK) {
-                T v = value.apply(r);
-                onWorkers(() -> result.complete(v));
-              } else if (k == Code.INVALID_ARGUMENT) {
-                fail(new InvalidArgumentException(message.apply(r), 0, 0));
-              } else if (k == Code.PERMISSION_DENIED) {
-                fail(new PermissionDeniedException(message.apply(r), 0, 0));
-              } else {
-                lastError = k + " " + message.apply(r);
-                session.redirect(leaderHint.apply(r));
-                retry();
-              }
-            }
-
-            @Override
-            public void onError(Throwable t) {
-              lastError = t.toString();
-              session.redirect("");
-              retry();
-            }
-
-            @Override
-            public void onCompleted() {}
-          });
-    }
-
-    private void retry() {
-      if (System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(READ_RETRY_MS) - deadline > 0) {
-        fail(
-            new NotSentException(
-                NotSentException.Reason.UNAVAILABLE,
-                "read of " + what + " found no leader in time; last: " + lastError,
-                0,
-                session.leaderHint(),
-                null));
-        return;
-      }
-      try {
-        session.transport().timer().schedule(this::attempt, READ_RETRY_MS, TimeUnit.MILLISECONDS);
-      } catch (RejectedExecutionException e) {
-        fail(
-            new NotSentException(
-                NotSentException.Reason.CLIENT_CLOSED, "the client is closed", 0, "", e));
-      }
-    }
-
-    private void fail(IdemException e) {
-      onWorkers(() -> result.completeExceptionally(e));
-    }
-  }
-
-  private void onWorkers(Runnable r) {
-    try {
-      session.transport().workers().execute(r);
-    } catch (RejectedExecutionException e) {
-      r.run();
-    }
+    return reads.get(key, timeoutNanos);
   }
 
   /**
@@ -705,67 +380,7 @@ public final class IdemClient implements AutoCloseable {
    * @throws NotSentException if it did not answer within the RPC timeout
    */
   public ClusterStatus status() {
-    StatusReply s;
-    try {
-      s =
-          IdemGrpc.newBlockingStub(session.transport().connection(session.address()).channel)
-              .withDeadlineAfter(settings.rpcTimeoutMs(), TimeUnit.MILLISECONDS)
-              .status(StatusRequest.getDefaultInstance());
-    } catch (StatusRuntimeException e) {
-      session.redirect("");
-      throw new NotSentException(
-          NotSentException.Reason.UNAVAILABLE,
-          "status: " + e.getStatus().getCode() + " " + e.getStatus().getDescription(),
-          0,
-          "",
-          e);
-    } catch (IllegalStateException e) {
-      throw new NotSentException(NotSentException.Reason.CLIENT_CLOSED, e.getMessage(), 0, "", e);
-    }
-    List<ClusterStatus.Member> members = new ArrayList<>();
-    s.getMembersList()
-        .forEach(
-            m ->
-                members.add(
-                    new ClusterStatus.Member(
-                        m.getId(), m.getRaftAddress(), m.getClientAddress(), m.getVoter())));
-    return new ClusterStatus(
-        s.getId(),
-        s.getRole(),
-        s.getLeaderId(),
-        s.getLeaderAddress(),
-        s.getTerm(),
-        s.getAppliedIndex(),
-        s.getLogTimeMs(),
-        s.getLiveSessions(),
-        s.getDuplicatesSuppressed(),
-        s.getKeys(),
-        s.getLeases(),
-        List.copyOf(members),
-        s.getDigest(),
-        s.getDigestIndex(),
-        s.getEntriesAppended(),
-        s.getCommandsAppended(),
-        s.getLogStartIndex(),
-        new ClusterConfig(
-            s.getLimits().getMaxKeyBytes(),
-            s.getLimits().getMaxValueBytes(),
-            s.getLimits().getMaxNameChars(),
-            s.getLimits().getMaxLeaseTtlMs(),
-            s.getSessions().getWindow(),
-            s.getSessions().getMaxSessions(),
-            s.getSessions().getMaxTtlMs(),
-            s.getSessions().getMaxNameChars(),
-            s.getConfigRevision(),
-            ClusterConfig.quotas(s.getQuotas()),
-            s.getBackendBytes()),
-        s.getKeyRecords(),
-        s.getLogFormat(),
-        s.getMaxLogFormat(),
-        s.getAuthEnabled(),
-        s.getEntriesSkipped(),
-        s.getBackendUsedBytes(),
-        s.getNoSpaceAlarm());
+    return admin.status();
   }
 
   /**
@@ -788,104 +403,7 @@ public final class IdemClient implements AutoCloseable {
    */
   public MembershipChange changeMembers(
       List<ClusterStatus.Member> add, List<String> remove, Duration timeout) {
-    ChangeMembersRequest.Builder req =
-        ChangeMembersRequest.newBuilder().addAllRemove(remove).setTimeoutMs(timeout.toMillis());
-    for (ClusterStatus.Member m : add) {
-      req.addAdd(
-          Member.newBuilder()
-              .setId(m.id())
-              .setRaftAddress(m.raftAddress())
-              .setClientAddress(m.clientAddress()));
-    }
-    // The leader answers within the change's timeout; the RPC gets a little more.
-    long deadline = System.nanoTime() + timeout.toNanos() + TimeUnit.SECONDS.toNanos(5);
-    boolean answerLost = false;
-    String lastError = "no attempt";
-    while (deadline - System.nanoTime() > 0) {
-      String address = session.address();
-      ChangeMembersReply r;
-      try {
-        r =
-            IdemGrpc.newBlockingStub(session.transport().connection(address).channel)
-                .withDeadlineAfter(deadline - System.nanoTime(), TimeUnit.NANOSECONDS)
-                .changeMembers(req.build());
-      } catch (StatusRuntimeException e) {
-        answerLost = true;
-        lastError = address + ": " + e.getStatus().getCode() + " " + e.getStatus().getDescription();
-        session.redirect("");
-        pause();
-        continue;
-      } catch (IllegalStateException e) {
-        throw new NotSentException(NotSentException.Reason.CLIENT_CLOSED, e.getMessage(), 0, "", e);
-      }
-      List<ClusterStatus.Member> members = new ArrayList<>();
-      r.getMembersList()
-          .forEach(
-              m ->
-                  members.add(
-                      new ClusterStatus.Member(
-                          m.getId(), m.getRaftAddress(), m.getClientAddress(), m.getVoter())));
-      switch (r.getCode()) {
-        case OK -> {
-          return new MembershipChange(true, "", members);
-        }
-        case NOT_LEADER -> {
-          lastError = address + " is not the leader";
-          session.redirect(r.getLeaderHint());
-          pause();
-        }
-        case INVALID_ARGUMENT -> {
-          if (answerLost && inForce(members, add, remove)) {
-            return new MembershipChange(
-                true, "an earlier attempt committed (its answer was lost)", members);
-          }
-          throw new InvalidArgumentException(r.getMessage(), 0, 0);
-        }
-        default -> {
-          return new MembershipChange(false, r.getCode() + ": " + r.getMessage(), members);
-        }
-      }
-    }
-    if (answerLost) {
-      throw new OutcomeUnknownException(
-          "membership change: no answer in time, an attempt may have committed (read the"
-              + " members); last: "
-              + lastError,
-          0,
-          0,
-          session.leaderHint());
-    }
-    throw new NotSentException(
-        NotSentException.Reason.UNAVAILABLE,
-        "membership change: no leader answered in time; last: " + lastError,
-        0,
-        session.leaderHint(),
-        null);
-  }
-
-  private static boolean inForce(
-      List<ClusterStatus.Member> members, List<ClusterStatus.Member> add, List<String> remove) {
-    for (ClusterStatus.Member a : add) {
-      if (members.stream()
-          .noneMatch(
-              m ->
-                  m.voter()
-                      && m.id().equals(a.id())
-                      && m.raftAddress().equals(a.raftAddress())
-                      && m.clientAddress().equals(a.clientAddress()))) {
-        return false;
-      }
-    }
-    return members.stream().noneMatch(m -> remove.contains(m.id()));
-  }
-
-  private static void pause() {
-    try {
-      Thread.sleep(READ_RETRY_MS * 4);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new NotSentException(NotSentException.Reason.CLIENT_CLOSED, "interrupted", 0, "", e);
-    }
+    return admin.changeMembers(add, remove, timeout);
   }
 
   // ---- session ----
@@ -902,38 +420,11 @@ public final class IdemClient implements AutoCloseable {
           new RecoveredCall(
               c.seq(),
               op.getOpCase().name().toLowerCase(Locale.ROOT),
-              keyOf(op),
-              valueOf(op),
+              Operations.keyOf(op),
+              Operations.valueOf(op),
               c.future().thenApply(f -> typed(op, f))));
     }
     return out;
-  }
-
-  private static String keyOf(Operation op) {
-    return switch (op.getOpCase()) {
-      case PUT -> op.getPut().getKey();
-      case DELETE -> op.getDelete().getKey();
-      case COMPARE_AND_SET -> op.getCompareAndSet().getKey();
-      case INCREMENT -> op.getIncrement().getKey();
-      case APPEND -> op.getAppend().getKey();
-      case GRANT_LEASE -> op.getGrantLease().getName();
-      case KEEP_ALIVE_LEASE -> op.getKeepAliveLease().getName();
-      case REVOKE_LEASE -> op.getRevokeLease().getName();
-      case ACQUIRE_KEY -> op.getAcquireKey().getKey();
-      case COMPLETE_KEY -> op.getCompleteKey().getKey();
-      case RELEASE_KEY -> op.getReleaseKey().getKey();
-      case RENEW_KEY -> op.getRenewKey().getKey();
-      case OP_NOT_SET -> "";
-    };
-  }
-
-  private static byte[] valueOf(Operation op) {
-    return switch (op.getOpCase()) {
-      case PUT -> op.getPut().getValue().toByteArray();
-      case COMPARE_AND_SET -> op.getCompareAndSet().getValue().toByteArray();
-      case APPEND -> op.getAppend().getValue().toByteArray();
-      default -> new byte[0];
-    };
   }
 
   /** How many times the client resent or reconnected. */
@@ -989,324 +480,18 @@ public final class IdemClient implements AutoCloseable {
 
   /** The typed result of {@code op}'s answer {@code f}, or the exception it stands for. */
   private OperationResult typed(Operation op, ServerFrame f) {
-    Result r = f.getResult();
-    long rev = r.getRevision();
-    boolean dup = f.getDuplicate();
-    if (r.getCode() != Code.OK && !(r.getCode() == Code.CAS_MISMATCH && op.hasCompareAndSet())) {
-      throw rejected(r, f.getSeq());
-    }
-    return switch (op.getOpCase()) {
-      case PUT -> new WriteResult(rev, r.getVersion(), dup);
-      case DELETE -> new DeleteResult(r.getDone(), rev, dup);
-      case COMPARE_AND_SET -> new CasResult(r.getCode() == Code.OK, r.getVersion(), rev, dup);
-      case INCREMENT -> new CounterResult(r.getNumber(), rev, dup);
-      case APPEND -> new AppendResult(r.getNumber(), rev, dup);
-      case GRANT_LEASE, KEEP_ALIVE_LEASE, REVOKE_LEASE -> new LeaseResult(r.getNumber(), rev, dup);
-      case ACQUIRE_KEY ->
-          switch (r.getKeyOutcome()) {
-            case ACQUIRED ->
-                new KeyAcquisition.Acquired(r.getToken(), r.getDeadlineMs(), r.getDone(), rev, dup);
-            case COMPLETED -> new KeyAcquisition.Completed(r.getResponse().toByteArray(), rev, dup);
-            case IN_PROGRESS -> new KeyAcquisition.InProgress(r.getDeadlineMs(), rev, dup);
-            case MISMATCH -> new KeyAcquisition.Mismatch(rev, dup);
-            default -> throw unexpectedOutcome(r, f.getSeq());
-          };
-      case COMPLETE_KEY, RELEASE_KEY, RENEW_KEY ->
-          switch (r.getKeyOutcome()) {
-            case SETTLED -> new KeySettlement.Settled(r.getDeadlineMs(), r.getNumber(), rev, dup);
-            case KEY_FENCED -> new KeySettlement.Fenced(r.getToken(), rev, dup);
-            default -> throw unexpectedOutcome(r, f.getSeq());
-          };
-      case OP_NOT_SET -> throw new ProtocolException("an answer to no operation", 0, f.getSeq());
-    };
-  }
-
-  private ProtocolException unexpectedOutcome(Result r, long seq) {
-    return new ProtocolException(
-        "a key operation answered " + r.getKeyOutcome(), session.clientId(), seq);
-  }
-
-  private RejectedException rejected(Result r, long seq) {
-    long id = session.clientId();
-    String m = r.getMessage();
-    return switch (r.getCode()) {
-      case DUPLICATE_LEASE -> new DuplicateLeaseException(m, id, seq);
-      case LEASE_NOT_FOUND -> new LeaseNotFoundException(m, id, seq);
-      case WRONG_TYPE -> new WrongTypeException(m, id, seq);
-      case INVALID_ARGUMENT -> new InvalidArgumentException(m, id, seq);
-      case FENCED_WRITE -> new FencedWriteException(m, r.getToken(), id, seq);
-      case CAS_MISMATCH -> new CasMismatchException(m, id, seq);
-      case TOO_MANY_KEYS -> new TooManyKeysException(m, id, seq);
-      case PERMISSION_DENIED -> new PermissionDeniedException(m, id, seq);
-      case QUOTA_EXCEEDED -> new QuotaExceededException(m, id, seq);
-      case NO_SPACE -> new NoSpaceException(m, id, seq);
-      default -> new ProtocolException(r.getCode() + ": " + m, id, seq);
-    };
+    return Outcomes.typed(op, f, session.clientId());
   }
 
   private static <T> T join(CompletableFuture<T> f) {
-    try {
-      return f.get();
-    } catch (ExecutionException e) {
-      Throwable t = unwrap(e.getCause());
-      throw t instanceof RuntimeException r ? r : unexpected(t);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new OutcomeUnknownException(
-          "interrupted while waiting for the answer; the call goes on", 0, 0, "");
-    }
+    return Outcomes.join(f);
   }
 
-  static Throwable unwrap(Throwable t) {
-    while (t instanceof CompletionException && t.getCause() != null) {
-      t = t.getCause();
-    }
-    return t;
-  }
-
-  static IdemException unexpected(Throwable t) {
-    return new ProtocolException("unexpected failure: " + t, 0, 0);
-  }
-
-  // Cheap checks that need no limits; the cluster's limits are checked when a call is numbered.
-  private static void checkKey(String key) {
-    if (key == null || key.isEmpty()) {
-      throw new InvalidArgumentException("key must not be empty", 0, 0);
-    }
-  }
-
-  /** Checks a key id's parts as {@link Fence} and the key operations need them. */
-  static void checkKeyId(String scope, String key) {
-    if (scope == null || scope.length() > MAX_KEY_CHARS) {
-      throw new InvalidArgumentException(
-          "scope must have at most " + MAX_KEY_CHARS + " characters", 0, 0);
-    }
-    if (key == null || key.isEmpty() || key.length() > MAX_KEY_CHARS) {
-      throw new InvalidArgumentException(
-          "key must have 1 to " + MAX_KEY_CHARS + " characters", 0, 0);
-    }
-  }
-
-  private static void positiveMillis(String what, Duration d) {
-    if (d == null || d.toMillis() < 1) {
-      throw new InvalidArgumentException(what + " must be at least 1 ms, got " + d, 0, 0);
-    }
-  }
-
-  private static void checkValue(byte[] value) {
-    if (value == null) {
-      throw new InvalidArgumentException("value must not be null", 0, 0);
-    }
-  }
-
-  private static void checkName(String name) {
-    if (name == null || name.isEmpty()) {
-      throw new InvalidArgumentException("lease name must not be empty", 0, 0);
-    }
-  }
-
-  /** Builds an {@link IdemClient}. Not thread-safe. */
-  public static final class Builder {
-    private List<String> servers = List.of();
-    private int window = 128;
-    private Duration requestTimeout = Duration.ofSeconds(30);
-    private Duration sessionTtl = Duration.ofSeconds(60);
-    private Duration keepAlive;
-    private Duration stallTimeout = Duration.ofSeconds(5);
-    private Duration probeInterval = DEFAULT_PROBE_INTERVAL;
-    private Duration rpcTimeout = Duration.ofSeconds(3);
-    private Path identityFile;
-    private String name;
-    private IdemTransport transport;
-    private ClientTls tls;
-    private io.micrometer.core.instrument.MeterRegistry meterRegistry;
-    private String metricsName = "idem";
-
+  /**
+   * Builds an {@link IdemClient}; its settings and checks are those of its package-private base.
+   * Not thread-safe.
+   */
+  public static final class Builder extends ClientBuilder {
     private Builder() {}
-
-    /**
-     * Connects over TLS ({@link ClientTls}: the CA to trust, and a client certificate if the
-     * servers require one). For a client on a shared {@link #transport}, give the TLS to the
-     * transport instead ({@link IdemTransport#create(ClientTls)}).
-     */
-    public Builder tls(ClientTls tls) {
-      this.tls = tls;
-      return this;
-    }
-
-    /**
-     * Registers the client's meters on {@code registry} (Micrometer, an optional dependency: needed
-     * only if this is called), tagged {@code client=name}: {@code idem.client.requests} (a timer
-     * per operation and outcome: ok, rejected, not_sent, outcome_unknown, session_lost), {@code
-     * idem.client.in.flight}, {@code idem.client.retries} (reconnects and registration retries) and
-     * {@code idem.client.duplicates.seen} (answers the server gave from its saved responses). In
-     * Prometheus: {@code idem_client_requests_seconds}, {@code idem_client_retries_total}, ...
-     *
-     * @param name the {@code client} tag, to tell several clients in one registry apart
-     */
-    public Builder meterRegistry(
-        io.micrometer.core.instrument.MeterRegistry registry, String name) {
-      if (registry == null || name == null || name.isEmpty()) {
-        throw new IllegalArgumentException("a meter registry and a non-empty name are required");
-      }
-      this.meterRegistry = registry;
-      this.metricsName = name;
-      return this;
-    }
-
-    /** The cluster's client addresses, host:port each. Required. */
-    public Builder servers(List<String> servers) {
-      this.servers = List.copyOf(servers);
-      return this;
-    }
-
-    /** See {@link #servers(List)}: a comma-separated list. */
-    public Builder servers(String commaSeparated) {
-      List<String> list = new ArrayList<>();
-      for (String s : commaSeparated.split(",")) {
-        if (!s.isBlank()) {
-          list.add(s.trim());
-        }
-      }
-      return servers(list);
-    }
-
-    /** Most writes in flight (the span from the lowest unanswered number). Default 128. */
-    public Builder window(int window) {
-      this.window = window;
-      return this;
-    }
-
-    /** How long a call may wait for its answer. Default 30 s. */
-    public Builder requestTimeout(Duration timeout) {
-      this.requestTimeout = timeout;
-      return this;
-    }
-
-    /** How long the session lives without keep-alives. Default 60 s. */
-    public Builder sessionTtl(Duration ttl) {
-      this.sessionTtl = ttl;
-      return this;
-    }
-
-    /** How often to keep the session alive. Default a third of the TTL. */
-    public Builder keepAliveInterval(Duration interval) {
-      this.keepAlive = interval;
-      return this;
-    }
-
-    /** Reconnect if the oldest request has no answer for this long. Default 5 s. */
-    public Builder stallTimeout(Duration timeout) {
-      this.stallTimeout = timeout;
-      return this;
-    }
-
-    /**
-     * With calls waiting and nothing heard from the server in use for this long, ask the other
-     * servers who leads (a Status RPC with this deadline, again every 100 ms while it lasts) and
-     * move at once to a newer leader they name, resending what is outstanding with its numbers. A
-     * few Raft heartbeats: long enough that a busy leader's answers usually arrive first, short
-     * against the election it waits for. At or above the stall timeout, probes never happen.
-     * Default {@link #DEFAULT_PROBE_INTERVAL}.
-     */
-    public Builder probeInterval(Duration interval) {
-      this.probeInterval = interval;
-      return this;
-    }
-
-    /**
-     * Makes the client durable: it records its identity and outstanding requests in {@code file}
-     * (fsynced before a request leaves), and a client restarted with the same file and name resumes
-     * the session and resends what was in flight.
-     */
-    public Builder identity(Path file, String name) {
-      this.identityFile = file;
-      this.name = name;
-      return this;
-    }
-
-    /**
-     * Shares {@code transport} (connections and timer) with the other clients built with it,
-     * instead of opening connections of its own. The session stays this client's own. Default: a
-     * private transport, closed with the client.
-     */
-    public Builder transport(IdemTransport transport) {
-      this.transport = transport;
-      return this;
-    }
-
-    /**
-     * Returns the client (it connects lazily).
-     *
-     * @throws IllegalArgumentException naming the first bad setting
-     */
-    public IdemClient build() {
-      if (servers.isEmpty()) {
-        throw new IllegalArgumentException("servers must name at least one host:port");
-      }
-      for (String s : servers) {
-        int colon = s.lastIndexOf(':');
-        boolean ok = colon > 0;
-        if (ok) {
-          try {
-            int port = Integer.parseInt(s.substring(colon + 1));
-            ok = port > 0 && port < 65536;
-          } catch (NumberFormatException e) {
-            ok = false;
-          }
-        }
-        if (!ok) {
-          throw new IllegalArgumentException("server must be host:port, got \"" + s + "\"");
-        }
-      }
-      if (window < 1 || window > 65_536) {
-        throw new IllegalArgumentException("window must be in [1, 65536], got " + window);
-      }
-      positive("requestTimeout", requestTimeout);
-      positive("sessionTtl", sessionTtl);
-      positive("stallTimeout", stallTimeout);
-      positive("probeInterval", probeInterval);
-      positive("rpcTimeout", rpcTimeout);
-      Duration ka = keepAlive == null ? sessionTtl.dividedBy(3) : keepAlive;
-      positive("keepAliveInterval", ka);
-      if (ka.compareTo(sessionTtl) >= 0) {
-        throw new IllegalArgumentException(
-            "keepAliveInterval " + ka + " must be shorter than sessionTtl " + sessionTtl);
-      }
-      if (tls != null && transport != null) {
-        throw new IllegalArgumentException(
-            "a client on a shared transport uses the transport's TLS: give it to"
-                + " IdemTransport.create(tls), not to the builder");
-      }
-      if (identityFile != null && (name == null || name.isEmpty() || name.length() > 256)) {
-        throw new IllegalArgumentException("an identity needs a name of 1 to 256 characters");
-      }
-      Settings settings =
-          new Settings(
-              servers,
-              window,
-              requestTimeout.toMillis(),
-              sessionTtl.toMillis(),
-              ka.toMillis(),
-              stallTimeout.toMillis(),
-              probeInterval.toMillis(),
-              rpcTimeout.toMillis(),
-              identityFile,
-              name,
-              transport,
-              tls);
-      SessionDriver driver = new SessionDriver(settings);
-      CallObserver observer =
-          meterRegistry == null
-              ? CallObserver.NONE
-              : MicrometerObserver.register(meterRegistry, metricsName, driver);
-      return new IdemClient(settings, driver, requestTimeout.toNanos(), null, observer);
-    }
-
-    static void positive(String what, Duration d) {
-      if (d == null || d.isZero() || d.isNegative()) {
-        throw new IllegalArgumentException(what + " must be positive, got " + d);
-      }
-    }
   }
 }

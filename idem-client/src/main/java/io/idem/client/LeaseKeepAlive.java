@@ -66,7 +66,7 @@ public final class LeaseKeepAlive implements AutoCloseable {
               if (error == null) {
                 listener.onRenewed(expiry);
               } else {
-                Throwable t = IdemClient.unwrap(error);
+                Throwable t = Outcomes.unwrap(error);
                 boolean clientClosed =
                     t instanceof NotSentException n
                         && n.reason() == NotSentException.Reason.CLIENT_CLOSED;
@@ -74,7 +74,7 @@ public final class LeaseKeepAlive implements AutoCloseable {
                     || t instanceof SessionLostException
                     || clientClosed
                     || !(t instanceof IdemException)) {
-                  end(t instanceof IdemException e ? e : IdemClient.unexpected(t));
+                  end(t instanceof IdemException e ? e : Outcomes.unexpected(t));
                   return;
                 }
               }

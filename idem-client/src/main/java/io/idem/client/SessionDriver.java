@@ -1,18 +1,12 @@
 package io.idem.client;
 
-import io.grpc.Status;
-import io.grpc.stub.StreamObserver;
 import io.idem.client.internal.Effect;
 import io.idem.client.internal.IdentityJournal;
 import io.idem.client.internal.SessionMachine;
 import io.idem.proto.ClientFrame;
-import io.idem.proto.IdemGrpc;
 import io.idem.proto.Operation;
-import io.idem.proto.RegisterReply;
 import io.idem.proto.RequestBatch;
 import io.idem.proto.ServerFrame;
-import io.idem.proto.StatusReply;
-import io.idem.proto.StatusRequest;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.security.SecureRandom;
@@ -22,12 +16,10 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ForkJoinPool;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -94,12 +86,11 @@ final class SessionDriver {
   /** The address this session last connected at, as told to the transport (under the lock). */
   private String connectedAt = "";
 
-  // The runner's own state: touched by one runner at a time, never under the lock.
-  private int streamId;
-  private StreamObserver<ClientFrame> stream;
-  private boolean journalBroken;
+  // The effects' two sides, used by one runner at a time, never under the lock.
+  private final SessionWire wire;
+  private final SessionJournal journalEffects; // null without a journal
 
-  SessionDriver(IdemClient.Settings settings) {
+  SessionDriver(ClientSettings settings) {
     this.ownsTransport = settings.transport() == null;
     this.transport =
         !ownsTransport
@@ -136,6 +127,14 @@ final class SessionDriver {
     } else {
       this.journal = null;
     }
+    this.journalEffects = journal == null ? null : new SessionJournal(journal, this::apply);
+    this.wire =
+        new SessionWire(
+            transport,
+            rpcTimeoutMs,
+            probeMs,
+            this::apply,
+            () -> journalEffects != null && journalEffects.broken());
     SecureRandom random = new SecureRandom();
     this.machine =
         new SessionMachine(
@@ -197,6 +196,18 @@ final class SessionDriver {
 
   IdemTransport transport() {
     return transport;
+  }
+
+  /**
+   * Runs {@code r} (a future's completion) on the transport's workers, or here if they are shut
+   * down, so that a caller's callback never runs on a network or timer thread while they live.
+   */
+  void onWorkers(Runnable r) {
+    try {
+      transport.workers().execute(r);
+    } catch (RejectedExecutionException e) {
+      r.run();
+    }
   }
 
   List<SessionMachine.Call> recovered() {
@@ -369,14 +380,14 @@ final class SessionDriver {
       bytes += s.frame().getSerializedSize();
     }
     if (run.size() == 1) {
-      send(first);
+      wire.send(first);
       return;
     }
     RequestBatch.Builder batch = RequestBatch.newBuilder();
     for (Effect.Send s : run) {
       batch.addRequests(s.frame().getRequest());
     }
-    send(new Effect.Send(first.stream(), ClientFrame.newBuilder().setRequests(batch).build()));
+    wire.send(new Effect.Send(first.stream(), ClientFrame.newBuilder().setRequests(batch).build()));
   }
 
   /**
@@ -414,238 +425,23 @@ final class SessionDriver {
     } else if (effect instanceof Effect.Fail f) {
       completions.add(() -> f.call().future().completeExceptionally(f.error()));
     } else if (effect instanceof Effect.Send s) {
-      send(s);
+      wire.send(s);
     } else if (effect instanceof Effect.Register r) {
-      register(r);
+      wire.register(r);
     } else if (effect instanceof Effect.OpenStream o) {
-      openStream(o);
+      wire.openStream(o);
     } else if (effect instanceof Effect.EndStream e) {
-      endStream(e.stream(), e.cancel());
+      wire.endStream(e.stream(), e.cancel());
     } else if (effect instanceof Effect.Probe p) {
-      probe(p);
+      wire.probe(p);
     } else if (effect instanceof Effect.ReplaceConnection r) {
       transport.replaceIfSilent(r.address(), stallNanos);
     } else if (effect instanceof Effect.Stop) {
       stop();
+    } else if (journalEffects != null) {
+      journalEffects.run(effect);
     } else {
-      journalBlocking(effect);
-    }
-  }
-
-  /**
-   * Runs a journal effect, telling the worker pool that it may block (an fsync), so that the pool
-   * adds a thread rather than let completions of other sessions wait behind the disk.
-   */
-  private void journalBlocking(Effect effect) {
-    ForkJoinPool.ManagedBlocker io =
-        new ForkJoinPool.ManagedBlocker() {
-          private boolean done;
-
-          @Override
-          public boolean block() {
-            journal(effect);
-            done = true;
-            return true;
-          }
-
-          @Override
-          public boolean isReleasable() {
-            return done;
-          }
-        };
-    try {
-      ForkJoinPool.managedBlock(io);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      if (!io.isReleasable()) {
-        journal(effect); // never skip a journal write: it orders what may leave
-      }
-    }
-  }
-
-  private void register(Effect.Register r) {
-    if (journalBroken) {
-      return;
-    }
-    IdemTransport.Connection c = connection(r.address());
-    if (c == null) {
-      return;
-    }
-    long nonce = r.nonce();
-    IdemGrpc.newStub(c.channel)
-        .withDeadlineAfter(rpcTimeoutMs, TimeUnit.MILLISECONDS)
-        .register(
-            r.request(),
-            new StreamObserver<>() {
-              @Override
-              public void onNext(RegisterReply reply) {
-                apply(m -> m.registerReplied(nonce, reply, now()));
-              }
-
-              @Override
-              public void onError(Throwable t) {
-                LOG.debug("register via {} failed: {}", r.address(), t.toString());
-                String why = r.address() + ": " + describe(t);
-                apply(m -> m.registerFailed(nonce, why, now()));
-              }
-
-              @Override
-              public void onCompleted() {}
-            });
-  }
-
-  /**
-   * Asks each address for its Status with the probe interval as deadline; reports the answers that
-   * came, together, once every RPC has ended.
-   */
-  private void probe(Effect.Probe p) {
-    List<String> addresses = p.addresses();
-    ConcurrentLinkedQueue<SessionMachine.ProbeAnswer> answers = new ConcurrentLinkedQueue<>();
-    AtomicInteger left = new AtomicInteger(addresses.size());
-    Runnable oneDone =
-        () -> {
-          if (left.decrementAndGet() == 0) {
-            List<SessionMachine.ProbeAnswer> all = List.copyOf(answers);
-            apply(m -> m.probed(p.round(), all, now()));
-          }
-        };
-    if (addresses.isEmpty()) {
-      apply(m -> m.probed(p.round(), List.of(), now()));
-      return;
-    }
-    for (String a : addresses) {
-      IdemTransport.Connection c = connection(a);
-      if (c == null) {
-        oneDone.run();
-        continue;
-      }
-      IdemGrpc.newStub(c.channel)
-          .withDeadlineAfter(probeMs, TimeUnit.MILLISECONDS)
-          .status(
-              StatusRequest.getDefaultInstance(),
-              new StreamObserver<>() {
-                @Override
-                public void onNext(StatusReply r) {
-                  answers.add(new SessionMachine.ProbeAnswer(a, r.getTerm(), r.getLeaderAddress()));
-                }
-
-                @Override
-                public void onError(Throwable t) {
-                  LOG.debug("probe of {} failed: {}", a, t.toString());
-                  oneDone.run();
-                }
-
-                @Override
-                public void onCompleted() {
-                  oneDone.run();
-                }
-              });
-    }
-  }
-
-  private void openStream(Effect.OpenStream o) {
-    endStream(streamId, true);
-    if (journalBroken) {
-      return;
-    }
-    IdemTransport.Connection c = connection(o.address());
-    if (c == null) {
-      return;
-    }
-    int id = o.stream();
-    StreamObserver<ClientFrame> s =
-        IdemGrpc.newStub(c.channel)
-            .session(
-                new StreamObserver<>() {
-                  @Override
-                  public void onNext(ServerFrame f) {
-                    apply(m -> m.frame(id, f, now()));
-                  }
-
-                  @Override
-                  public void onError(Throwable t) {
-                    LOG.debug("stream to {} failed: {}", o.address(), t.toString());
-                    apply(m -> m.streamEnded(id, now()));
-                  }
-
-                  @Override
-                  public void onCompleted() {
-                    apply(m -> m.streamEnded(id, now()));
-                  }
-                });
-    streamId = id;
-    stream = s;
-    send(new Effect.Send(id, ClientFrame.newBuilder().setHello(o.hello()).build()));
-  }
-
-  private void send(Effect.Send s) {
-    if (s.stream() != streamId || stream == null || journalBroken) {
-      return;
-    }
-    try {
-      stream.onNext(s.frame());
-    } catch (RuntimeException e) {
-      LOG.debug("write on stream {} failed: {}", s.stream(), e.toString());
-      stream = null;
-      int id = s.stream();
-      apply(m -> m.streamEnded(id, now()));
-    }
-  }
-
-  private void endStream(int id, boolean cancel) {
-    if (id != streamId || stream == null) {
-      return;
-    }
-    StreamObserver<ClientFrame> s = stream;
-    stream = null;
-    try {
-      if (cancel) {
-        s.onError(Status.CANCELLED.withDescription("stream replaced").asRuntimeException());
-      } else {
-        s.onCompleted();
-      }
-    } catch (RuntimeException e) {
-      LOG.debug("ending stream {}: {}", id, e.toString());
-    }
-  }
-
-  private IdemTransport.Connection connection(String address) {
-    try {
-      return transport.connection(address);
-    } catch (IllegalStateException e) {
-      apply(SessionMachine::transportClosed);
-      return null;
-    }
-  }
-
-  private void journal(Effect effect) {
-    if (journalBroken) {
-      return;
-    }
-    try {
-      if (effect instanceof Effect.JournalSent s) {
-        journal.sent(s.requests());
-      } else if (effect instanceof Effect.JournalDone d) {
-        journal.done(d.seq());
-      } else if (effect instanceof Effect.JournalSync) {
-        journal.sync();
-      } else if (effect instanceof Effect.JournalPending p) {
-        journal.pendingRegistration(p.name(), p.nonce(), p.ttlMs(), p.secretHi(), p.secretLo());
-      } else if (effect instanceof Effect.JournalIdentity i) {
-        journal.identity(
-            new IdentityJournal.Identity(
-                i.name(), i.clientId(), i.secretHi(), i.secretLo(), i.ttlMs()));
-      } else if (effect instanceof Effect.JournalForget) {
-        journal.forget();
-      } else {
-        throw new IllegalStateException("unknown effect " + effect);
-      }
-    } catch (IOException e) {
-      // Nothing more may leave: a request not journaled would be lost by a restart. The machine
-      // closes the client; its effects (failing the calls) come through this runner.
-      journalBroken = true;
-      LOG.error("identity journal failed; closing the client", e);
-      apply(m -> m.journalFailed(e));
+      throw new IllegalStateException("unknown effect " + effect);
     }
   }
 
@@ -663,25 +459,5 @@ final class SessionDriver {
       transport.shutdown();
     }
     stopped.countDown();
-  }
-
-  /**
-   * A failed RPC in one line: its gRPC status and the innermost cause's message, which names what a
-   * handshake refused ("Received fatal alert: certificate_required", "PKIX path building failed").
-   */
-  static String describe(Throwable t) {
-    Status status = Status.fromThrowable(t);
-    StringBuilder b = new StringBuilder(status.getCode().toString());
-    if (status.getDescription() != null) {
-      b.append(": ").append(status.getDescription());
-    }
-    Throwable root = t;
-    while (root.getCause() != null && root.getCause() != root) {
-      root = root.getCause();
-    }
-    if (root != t && root.getMessage() != null) {
-      b.append(" (").append(root.getMessage()).append(')');
-    }
-    return b.toString().replace('\n', ' ');
   }
 }

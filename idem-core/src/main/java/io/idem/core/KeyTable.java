@@ -3,18 +3,8 @@ package io.idem.core;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
-import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
-import java.security.DigestException;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
 import java.util.Arrays;
-import java.util.Comparator;
-import java.util.HashMap;
-import java.util.HexFormat;
-import java.util.Map;
 import java.util.Optional;
-import java.util.TreeSet;
 
 /**
  * Application idempotency keys (seed 001, with its defects fixed): the deterministic record of each
@@ -58,8 +48,6 @@ public final class KeyTable {
 
   /** The version that listed the records in key order. */
   static final int KEY_ORDER_VERSION = 1;
-
-  private static final int MAGIC = 0x49444b59; // "IDKY"
 
   /** The bounds of a key table; part of the replicated state, like the session table's. */
   public record Bounds(
@@ -174,6 +162,8 @@ public final class KeyTable {
     int records;
     long bytes;
 
+    Usage() {} // made by the table only: read-only outside the package
+
     /** Its records. */
     public int records() {
       return records;
@@ -184,8 +174,6 @@ public final class KeyTable {
       return bytes;
     }
   }
-
-  private static final Usage NO_USAGE = new Usage();
 
   /** What complete, release and renew answer. */
   public sealed interface Settlement {
@@ -199,90 +187,22 @@ public final class KeyTable {
     record Invalid(String reason) implements Settlement {}
   }
 
-  /**
-   * One key's record. Completed records have {@code response != null}. A record of an older
-   * generation than the table's may be in a frozen copy that a writer thread is reading: it is
-   * copied before it changes ({@link #writable}).
-   */
-  private static final class Record {
-    final KeyId id;
-    final byte[] fingerprint;
-    long generation;
-    int slot; // its index in the table's array of records; never read by a frozen copy's writer
-    long token;
-    long deadline;
-    long retentionMs;
-    byte[] response;
-    long completedAt;
-    String owner; // who acquired it, charged for it; null: nobody
-
-    Record(KeyId id, byte[] fingerprint) {
-      this.id = id;
-      this.fingerprint = fingerprint;
-    }
-
-    /**
-     * The bytes it holds that callers chose: key, scope (2 bytes a char), fingerprint, response.
-     */
-    long footprint() {
-      return 2L * (id.scope().length() + id.key().length())
-          + fingerprint.length
-          + (response == null ? 0 : response.length);
-    }
-
-    /** A copy of its fields now; the byte arrays are never changed in place, so they are shared. */
-    Record copy() {
-      Record c = new Record(id, fingerprint);
-      c.token = token;
-      c.deadline = deadline;
-      c.retentionMs = retentionMs;
-      c.response = response;
-      c.completedAt = completedAt;
-      c.owner = owner;
-      return c;
-    }
-
-    /** When the record is dropped: retention after completion, or after the owner's deadline. */
-    long expiresAt() {
-      return (response != null ? completedAt : deadline) + retentionMs;
-    }
-  }
-
-  /**
-   * The expiry index's order: by the time a record is dropped, then by token, which no two records
-   * share (equal times are common: every command of a log entry has its time). Which of the records
-   * due together goes first changes nothing, since {@link #expire} drops them all; a token compares
-   * cheaply, where a key took a string comparison on the apply thread. A record leaves the index
-   * before either field changes and comes back after.
-   */
-  private static final Comparator<Record> BY_EXPIRY =
-      Comparator.comparingLong(Record::expiresAt).thenComparingLong(r -> r.token);
-
   /** The fingerprint of every record acquired without one. */
   private static final byte[] NO_FINGERPRINT = new byte[0];
 
   private final Bounds bounds;
-  // The records by key: a hash map, not a sorted one (docs/PERFORMANCE.md, "Keys: a hash map").
-  private final Map<KeyId, Record> records = new HashMap<>();
-  // The same records, packed at the front of an array (each knows its slot), so that a freeze
-  // copies one array instead of walking the hash map: 5-6 ms instead of 90 ms at 820,000 records
-  // (KeySnapshotBenchmark, docs/PERFORMANCE.md). Their order is the snapshot's: a new record goes
-  // last and the last one moves into a freed slot, so it follows from the commands applied alone.
-  private Record[] packed = new Record[16];
-  // The records again, in the order they expire. It holds the records themselves: an entry of its
-  // own, with the key, held a second copy of the key (the one a complete was decoded with) and
-  // made every record a third heavier for the collector to copy (docs/PERFORMANCE.md).
-  private final TreeSet<Record> expiry = new TreeSet<>(BY_EXPIRY);
+  private final KeyRecords records = new KeyRecords();
   private long lastToken;
-  // Bumped by freeze(): every record of an older generation may be shared with a frozen copy.
-  private long generation;
-  private long bytes; // the sum of the records' footprints
-  private final Map<String, Usage> usage = new HashMap<>(); // by owner
-  private int ownedRecords;
 
   /** An empty table with {@code bounds}. */
   public KeyTable(Bounds bounds) {
     this.bounds = bounds;
+  }
+
+  /** A table to restore from a snapshot: no records yet, and the last token handed out. */
+  KeyTable(Bounds bounds, long lastToken) {
+    this.bounds = bounds;
+    this.lastToken = lastToken;
   }
 
   /** The bounds. */
@@ -347,7 +267,7 @@ public final class KeyTable {
       throw new IllegalArgumentException("token " + token + " after " + lastToken);
     }
     expire(now);
-    Record r = records.get(id);
+    KeyRecord r = records.get(id);
     if (r != null && !Arrays.equals(r.fingerprint, fingerprint)) {
       return new Acquisition.Mismatch();
     }
@@ -360,6 +280,7 @@ public final class KeyTable {
     boolean takeover = r != null;
     if (r == null) {
       long adding = 2L * (id.scope().length() + id.key().length()) + fingerprint.length;
+      long bytes = records.bytes();
       if (records.size() >= capacity.maxRecords() || bytes + adding > capacity.maxBytes()) {
         return new Acquisition.Full(
             "the key table is full ("
@@ -372,7 +293,7 @@ public final class KeyTable {
                 + capacity.maxBytes()
                 + " bytes): retry after records expire");
       }
-      Usage mine = owner == null ? NO_USAGE : usageOf(owner);
+      Usage mine = usageOf(owner);
       if (quota != null
           && (mine.records >= quota.maxRecords() || mine.bytes + adding > quota.maxBytes())) {
         return new Acquisition.OverQuota(
@@ -391,21 +312,19 @@ public final class KeyTable {
       // A scope is shared by many keys: its records share one copy of it (the JVM's string table
       // lets it go once no record holds it).
       r =
-          new Record(
+          new KeyRecord(
               new KeyId(id.scope().intern(), id.key()),
               fingerprint.length == 0 ? NO_FINGERPRINT : fingerprint.clone());
-      r.generation = generation;
       r.owner = owner;
-      add(r);
+      records.insert(r);
     } else {
-      expiry.remove(r);
-      r = writable(r);
+      r = records.edit(r);
     }
     lastToken = token;
     r.token = token;
     r.deadline = now + inProgressMs;
     r.retentionMs = retentionMs;
-    expiry.add(r);
+    records.indexExpiry(r);
     return new Acquisition.Acquired(token, r.deadline, takeover);
   }
 
@@ -416,30 +335,26 @@ public final class KeyTable {
           "response must be at most " + bounds.maxResponseBytes() + " bytes");
     }
     expire(now);
-    Record r = owned(id, token);
+    KeyRecord r = owned(id, token);
     if (r == null) {
       return fenced(id);
     }
-    expiry.remove(r);
-    r = writable(r);
+    r = records.edit(r);
     r.response = response.clone();
-    bytes += response.length;
-    if (r.owner != null) {
-      usage.get(r.owner).bytes += response.length;
-    }
+    records.charge(r, response.length);
     r.completedAt = now;
-    expiry.add(r);
+    records.indexExpiry(r);
     return new Settlement.Done(0);
   }
 
   /** Drops {@code id} if {@code token} still owns it: the business step failed and did nothing. */
   public Settlement release(KeyId id, long token, long now) {
     expire(now);
-    Record r = owned(id, token);
+    KeyRecord r = owned(id, token);
     if (r == null) {
       return fenced(id);
     }
-    remove(r);
+    records.remove(r);
     return new Settlement.Done(0);
   }
 
@@ -449,14 +364,13 @@ public final class KeyTable {
       return new Settlement.Invalid("extension must be in [1, " + bounds.maxRetentionMs() + "] ms");
     }
     expire(now);
-    Record r = owned(id, token);
+    KeyRecord r = owned(id, token);
     if (r == null) {
       return fenced(id);
     }
-    expiry.remove(r);
-    r = writable(r);
+    r = records.edit(r);
     r.deadline = now + extensionMs;
-    expiry.add(r);
+    records.indexExpiry(r);
     return new Settlement.Done(r.deadline);
   }
 
@@ -466,7 +380,7 @@ public final class KeyTable {
    * from a stale owner and must be refused.
    */
   public long currentToken(KeyId id) {
-    Record r = records.get(id);
+    KeyRecord r = records.get(id);
     return r == null ? 0 : r.token;
   }
 
@@ -495,7 +409,7 @@ public final class KeyTable {
    * or its retention ended before {@code now} (due, though not yet dropped).
    */
   public Optional<View> view(KeyId id, long now) {
-    Record r = records.get(id);
+    KeyRecord r = records.get(id);
     if (r == null || r.expiresAt() < now) {
       return Optional.empty();
     }
@@ -521,7 +435,7 @@ public final class KeyTable {
    * #holds(KeyId, long, long)}). False without a record.
    */
   public boolean holds(KeyId id, long token) {
-    Record r = records.get(id);
+    KeyRecord r = records.get(id);
     return r != null && r.token == token;
   }
 
@@ -533,18 +447,13 @@ public final class KeyTable {
    * without a record.
    */
   public boolean holds(KeyId id, long token, long now) {
-    Record r = records.get(id);
+    KeyRecord r = records.get(id);
     return r != null && r.token == token && now <= r.deadline;
   }
 
   /** Drops every record whose retention ended before {@code now}; returns how many. */
   public int expire(long now) {
-    int n = 0;
-    while (!expiry.isEmpty() && expiry.first().expiresAt() < now) {
-      drop(expiry.pollFirst());
-      n++;
-    }
-    return n;
+    return records.expire(now);
   }
 
   /** How many records the table holds. */
@@ -554,88 +463,22 @@ public final class KeyTable {
 
   /** The bytes its records hold that callers chose (keys, fingerprints, responses). */
   public long bytes() {
-    return bytes;
+    return records.bytes();
   }
 
   /** What {@code owner}'s records hold (a live view: read it before the table changes). */
   public Usage usageOf(String owner) {
-    Usage u = usage.get(owner);
-    return u == null ? NO_USAGE : u;
+    return records.usageOf(owner);
   }
 
-  private Record owned(KeyId id, long token) {
-    Record r = records.get(id);
+  private KeyRecord owned(KeyId id, long token) {
+    KeyRecord r = records.get(id);
     return r != null && r.response == null && r.token == token ? r : null;
   }
 
-  /**
-   * {@code r}, or, if a frozen copy may share it (an older generation), a copy of it that replaces
-   * it in the table: what a writer thread reads never changes under it.
-   */
-  private Record writable(Record r) {
-    if (r.generation == generation) {
-      return r;
-    }
-    Record c = r.copy();
-    c.generation = generation;
-    c.slot = r.slot;
-    packed[c.slot] = c;
-    records.put(c.id, c);
-    return c;
-  }
-
   private Settlement fenced(KeyId id) {
-    Record r = records.get(id);
+    KeyRecord r = records.get(id);
     return new Settlement.Fenced(r == null || r.response != null ? 0 : r.token);
-  }
-
-  private void remove(Record r) {
-    expiry.remove(r);
-    drop(r);
-  }
-
-  /** Adds a new record: to the map, and at the end of the packed array. */
-  private void add(Record r) {
-    int n = records.size();
-    if (n == packed.length) {
-      packed = Arrays.copyOf(packed, 2 * n);
-    }
-    r.slot = n;
-    packed[n] = r;
-    records.put(r.id, r);
-    bytes += r.footprint();
-    if (r.owner != null) {
-      Usage u = usage.computeIfAbsent(r.owner, o -> new Usage());
-      u.records++;
-      u.bytes += r.footprint();
-      ownedRecords++;
-    }
-  }
-
-  /**
-   * Drops a record: from the map, and from the packed array, whose last record moves into its slot.
-   * The array shrinks by half once it is a quarter full.
-   */
-  private void drop(Record r) {
-    records.remove(r.id);
-    bytes -= r.footprint();
-    if (r.owner != null) {
-      Usage u = usage.get(r.owner);
-      u.records--;
-      u.bytes -= r.footprint();
-      if (u.records == 0) {
-        usage.remove(r.owner);
-      }
-      ownedRecords--;
-    }
-    int last = records.size();
-    Record moved = packed[last];
-    packed[r.slot] = moved;
-    moved.slot = r.slot;
-    packed[last] = null;
-    if (packed.length > 16 && last <= packed.length / 4) {
-      packed = Arrays.copyOf(packed, packed.length / 2);
-    }
   }
 
   private String check(KeyId id, byte[] fingerprint, long retentionMs) {
@@ -654,6 +497,11 @@ public final class KeyTable {
     return null;
   }
 
+  /** The table's records, for the codec ({@link KeyTableCodec}) to restore them into. */
+  KeyRecords records() {
+    return records;
+  }
+
   // ---- snapshot and digest ----
 
   /**
@@ -661,13 +509,13 @@ public final class KeyTable {
    * then a CRC32C of everything before. Leaves {@code out} open.
    */
   public void writeSnapshot(OutputStream out) throws IOException {
-    write(
+    KeyTableCodec.write(
         new SnapshotEncoder(out::write),
         bounds,
         lastToken,
-        packed,
+        records.inOrder(),
         records.size(),
-        ownedRecords > 0);
+        records.anyOwned());
   }
 
   /**
@@ -678,8 +526,8 @@ public final class KeyTable {
    * the packed array of records: no walk of the hash map (docs/PERFORMANCE.md).
    */
   public Frozen freeze() {
-    generation++;
-    return new Frozen(bounds, lastToken, Arrays.copyOf(packed, records.size()), ownedRecords > 0);
+    boolean owned = records.anyOwned();
+    return new Frozen(bounds, lastToken, records.freeze(), owned);
   }
 
   /**
@@ -689,11 +537,11 @@ public final class KeyTable {
   public static final class Frozen {
     private final Bounds bounds;
     private final long lastToken;
-    private final Record[] records; // in the table's order when frozen
+    private final KeyRecord[] records; // in the table's order when frozen
     private final boolean owned; // whether any record has an owner: version 3, else 2
     private String digest; // taken by the first write, or by the first call of digest()
 
-    private Frozen(Bounds bounds, long lastToken, Record[] records, boolean owned) {
+    private Frozen(Bounds bounds, long lastToken, KeyRecord[] records, boolean owned) {
       this.bounds = bounds;
       this.lastToken = lastToken;
       this.records = records;
@@ -706,7 +554,7 @@ public final class KeyTable {
      */
     public synchronized String digest() {
       if (digest == null) {
-        digest = digestOf(bounds, lastToken, records, records.length, owned);
+        digest = KeyTableCodec.digestOf(bounds, lastToken, records, records.length, owned);
       }
       return digest;
     }
@@ -717,7 +565,8 @@ public final class KeyTable {
      */
     public synchronized void writeSnapshot(OutputStream out) throws IOException {
       digest =
-          write(new SnapshotEncoder(out::write), bounds, lastToken, records, records.length, owned);
+          KeyTableCodec.write(
+              new SnapshotEncoder(out::write), bounds, lastToken, records, records.length, owned);
     }
 
     /**
@@ -725,181 +574,7 @@ public final class KeyTable {
      * encoded: a framed section states its length before its bytes.
      */
     public synchronized long snapshotBytes() {
-      long n = 5 * Integer.BYTES + 2 * Long.BYTES + Integer.BYTES; // header, bounds, token, count
-      for (Record r : records) {
-        n += 3 * Integer.BYTES + utf8Length(r.id.scope()) + utf8Length(r.id.key());
-        n += r.fingerprint.length + 4 * Long.BYTES + Integer.BYTES;
-        n += r.response == null ? 0 : r.response.length;
-        if (owned) {
-          n += Integer.BYTES + (r.owner == null ? 0 : utf8Length(r.owner));
-        }
-      }
-      return n + Integer.BYTES; // the CRC32C
-    }
-  }
-
-  /**
-   * The length of {@code s} encoded as {@link String#getBytes}({@code UTF_8}) encodes it, which
-   * writes an unpaired surrogate as one byte ({@code '?'}).
-   */
-  static int utf8Length(String s) {
-    int n = 0;
-    for (int i = 0; i < s.length(); i++) {
-      char c = s.charAt(i);
-      if (c < 0x80) {
-        n += 1;
-      } else if (c < 0x800) {
-        n += 2;
-      } else if (Character.isHighSurrogate(c)
-          && i + 1 < s.length()
-          && Character.isLowSurrogate(s.charAt(i + 1))) {
-        n += 4;
-        i++;
-      } else if (Character.isSurrogate(c)) {
-        n += 1;
-      } else {
-        n += 3;
-      }
-    }
-    return n;
-  }
-
-  /**
-   * Writes the records {@code records[0..count)} in that order as a snapshot, and returns their
-   * {@link #digest}, taken from the same encoding of each record.
-   */
-  private static String write(
-      SnapshotEncoder e, Bounds bounds, long lastToken, Record[] records, int count, boolean owned)
-      throws IOException {
-    writeHeader(e, versionFor(owned), bounds, lastToken, count);
-    RecordHashes hashes = new RecordHashes(owned);
-    for (int i = 0; i < count; i++) {
-      ByteBuffer encoded = hashes.add(records[i]);
-      e.putRaw(encoded.array(), 0, encoded.position());
-    }
-    e.finish();
-    return hashes.digest(bounds, lastToken, count);
-  }
-
-  private static int versionFor(boolean owned) {
-    return owned ? SNAPSHOT_VERSION : UNOWNED_VERSION;
-  }
-
-  private static void writeHeader(
-      SnapshotEncoder e, int version, Bounds bounds, long lastToken, int count) throws IOException {
-    e.putInt(MAGIC);
-    e.putInt(version);
-    e.putInt(bounds.maxKeyChars());
-    e.putInt(bounds.maxFingerprintBytes());
-    e.putInt(bounds.maxResponseBytes());
-    e.putLong(bounds.maxRetentionMs());
-    e.putLong(lastToken);
-    e.putInt(count);
-  }
-
-  private static String digestOf(
-      Bounds bounds, long lastToken, Record[] records, int count, boolean owned) {
-    RecordHashes hashes = new RecordHashes(owned);
-    for (int i = 0; i < count; i++) {
-      hashes.add(records[i]);
-    }
-    return hashes.digest(bounds, lastToken, count);
-  }
-
-  /**
-   * The digest of a table whatever the order of its records: each record is encoded as the snapshot
-   * encodes it and hashed (SHA-256) on its own, the hashes are added up modulo 2^256, and the
-   * digest is the SHA-256 of the snapshot's header (magic, version, bounds, last token, count)
-   * followed by that sum. Keys are unique, so equal tables give equal sums in any order. Hashing
-   * each record costs less than the sort that a digest of one stream in key order needs: 1.4-1.8 s
-   * of the writer's 2 s at 820,000 records with random keys (docs/PERFORMANCE.md, tenth sitting).
-   */
-  private static final class RecordHashes {
-    private final MessageDigest sha = sha256();
-    private final byte[] hash = new byte[32];
-    private final ByteBuffer hashView = ByteBuffer.wrap(hash);
-    private final long[] sum = new long[4]; // big-endian: sum[0] holds the most significant bits
-    private ByteBuffer encoded = ByteBuffer.allocate(512);
-    private String scope; // the last record's scope (interned: most records share a few) ...
-    private byte[] scopeBytes; // ... and its encoding
-    private final boolean owned; // version 3: each record ends with its owner
-
-    RecordHashes(boolean owned) {
-      this.owned = owned;
-    }
-
-    /** Encodes {@code r}, adds its hash, and returns the encoding (until the next call). */
-    ByteBuffer add(Record r) {
-      if (r.id.scope() != scope) {
-        scope = r.id.scope();
-        scopeBytes = scope.getBytes(StandardCharsets.UTF_8);
-      }
-      byte[] key = r.id.key().getBytes(StandardCharsets.UTF_8);
-      int response = r.response == null ? 0 : r.response.length;
-      byte[] owner = owned && r.owner != null ? r.owner.getBytes(StandardCharsets.UTF_8) : null;
-      int size =
-          4 * Integer.BYTES
-              + scopeBytes.length
-              + key.length
-              + r.fingerprint.length
-              + 4 * Long.BYTES
-              + response
-              + (owned ? Integer.BYTES + (owner == null ? 0 : owner.length) : 0);
-      if (encoded.capacity() < size) {
-        encoded = ByteBuffer.allocate(Math.max(size, 2 * encoded.capacity()));
-      }
-      encoded.clear();
-      encoded.putInt(scopeBytes.length).put(scopeBytes);
-      encoded.putInt(key.length).put(key);
-      encoded.putInt(r.fingerprint.length).put(r.fingerprint);
-      encoded.putLong(r.token).putLong(r.deadline).putLong(r.retentionMs).putLong(r.completedAt);
-      if (r.response == null) {
-        encoded.putInt(-1);
-      } else {
-        encoded.putInt(r.response.length).put(r.response);
-      }
-      if (owned) {
-        if (owner == null) {
-          encoded.putInt(-1);
-        } else {
-          encoded.putInt(owner.length).put(owner);
-        }
-      }
-      sha.update(encoded.array(), 0, encoded.position());
-      try {
-        sha.digest(hash, 0, hash.length);
-      } catch (DigestException e) {
-        throw new IllegalStateException("a SHA-256 is 32 bytes", e);
-      }
-      long carry = 0;
-      for (int i = 3; i >= 0; i--) {
-        long x = hashView.getLong(8 * i);
-        long s = sum[i] + x;
-        long c = Long.compareUnsigned(s, x) < 0 ? 1 : 0;
-        long t = s + carry;
-        if (Long.compareUnsigned(t, s) < 0) {
-          c = 1;
-        }
-        sum[i] = t;
-        carry = c;
-      }
-      return encoded;
-    }
-
-    /** The digest of a table with these bounds, last token, and the {@code count} records added. */
-    String digest(Bounds bounds, long lastToken, int count) {
-      MessageDigest total = sha256();
-      SnapshotEncoder header = new SnapshotEncoder(total::update);
-      try {
-        writeHeader(header, versionFor(owned), bounds, lastToken, count);
-        for (long lane : sum) {
-          header.putLong(lane);
-        }
-        header.flushWithoutChecksum();
-      } catch (IOException e) {
-        throw new IllegalStateException("a digest sink cannot fail", e);
-      }
-      return HexFormat.of().formatHex(total.digest());
+      return KeyTableCodec.snapshotBytes(records, owned);
     }
   }
 
@@ -910,89 +585,15 @@ public final class KeyTable {
    *     fails its checksum; no table is returned then
    */
   public static KeyTable readSnapshot(InputStream in) throws IOException {
-    SnapshotDecoder d = new SnapshotDecoder(in);
-    if (d.getInt() != MAGIC) {
-      throw new SnapshotFormatException("not a key table snapshot");
-    }
-    int version = d.getInt();
-    if (version != SNAPSHOT_VERSION && version != UNOWNED_VERSION && version != KEY_ORDER_VERSION) {
-      throw new SnapshotFormatException("unknown key table snapshot version " + version);
-    }
-    KeyTable t;
-    try {
-      t = new KeyTable(new Bounds(d.getInt(), d.getInt(), d.getInt(), d.getLong()));
-    } catch (IllegalArgumentException e) {
-      throw new SnapshotFormatException("bad bounds: " + e.getMessage());
-    }
-    t.lastToken = d.getLong();
-    int n = d.getInt();
-    if (n < 0) {
-      throw new SnapshotFormatException("negative record count " + n);
-    }
-    int maxChars = t.bounds.maxKeyChars() * 4; // UTF-8 bytes
-    KeyId previous = null;
-    for (int i = 0; i < n; i++) {
-      KeyId id = new KeyId(text(d, maxChars, "scope").intern(), text(d, maxChars, "key"));
-      Record r = new Record(id, d.getBytes(t.bounds.maxFingerprintBytes(), "fingerprint"));
-      r.token = d.getLong();
-      r.deadline = d.getLong();
-      r.retentionMs = d.getLong();
-      r.completedAt = d.getLong();
-      int maxResponse = t.bounds.maxResponseBytes();
-      r.response = d.getBytes(maxResponse, "response");
-      if (version >= SNAPSHOT_VERSION) {
-        byte[] owner = d.getBytes(SessionTable.MAX_PRINCIPAL_BYTES, "owner");
-        r.owner = owner == null ? null : new String(owner, StandardCharsets.UTF_8);
-      }
-      if (r.fingerprint == null
-          || r.token < 1
-          || r.token > t.lastToken
-          || r.retentionMs < 1
-          || (version == KEY_ORDER_VERSION && previous != null && previous.compareTo(id) >= 0)
-          || t.records.containsKey(id)) { // each key once (and version 1 in key order)
-        throw new SnapshotFormatException("bad key record " + i);
-      }
-      previous = id;
-      t.add(r);
-      t.expiry.add(r);
-    }
-    // The expiry index tells records apart by token: no two may share one.
-    long[] tokens = new long[t.records.size()];
-    int at = 0;
-    for (Record r : t.records.values()) {
-      tokens[at++] = r.token;
-    }
-    Arrays.sort(tokens);
-    for (int i = 1; i < tokens.length; i++) {
-      if (tokens[i] == tokens[i - 1]) {
-        throw new SnapshotFormatException("two key records hold token " + tokens[i]);
-      }
-    }
-    d.verifyChecksum();
-    return t;
-  }
-
-  private static String text(SnapshotDecoder d, int max, String what) throws IOException {
-    byte[] b = d.getBytes(max, what);
-    if (b == null) {
-      throw new SnapshotFormatException("missing " + what);
-    }
-    return new String(b, StandardCharsets.UTF_8);
+    return KeyTableCodec.readSnapshot(in);
   }
 
   /**
    * A SHA-256 over the table's bounds, last token and records, in hex: equal for equal tables,
-   * whatever the order of their records ({@link RecordHashes}).
+   * whatever the order of their records ({@link KeyRecordHashes}).
    */
   public String digest() {
-    return digestOf(bounds, lastToken, packed, records.size(), ownedRecords > 0);
-  }
-
-  private static MessageDigest sha256() {
-    try {
-      return MessageDigest.getInstance("SHA-256");
-    } catch (NoSuchAlgorithmException e) {
-      throw new IllegalStateException("this JVM has no SHA-256", e);
-    }
+    return KeyTableCodec.digestOf(
+        bounds, lastToken, records.inOrder(), records.size(), records.anyOwned());
   }
 }

@@ -4,20 +4,9 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
-import java.util.ArrayList;
-import java.util.Arrays;
-import java.util.Comparator;
-import java.util.HashMap;
-import java.util.HexFormat;
 import java.util.List;
-import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.PriorityQueue;
-import java.util.TreeMap;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.LongConsumer;
 
 /**
@@ -54,29 +43,7 @@ public final class SessionTable {
   static final long MAX_TIME_MS = 1L << 62;
 
   private SessionTableConfig config;
-  private final SessionIndex sessions = new SessionIndex();
-  private final ExpiryHeap expiry = new ExpiryHeap();
-
-  /**
-   * Named sessions: by name, then by principal ("" for none). Ordered by principal, so that the one
-   * namespace of {@link NameScope#GLOBAL} decides by a fixed session should several principals hold
-   * one name.
-   */
-  private final Map<String, TreeMap<String, Session>> byName = new HashMap<>();
-
-  /**
-   * Every session by id, readable from any thread: {@link #authenticate} reads it without the
-   * caller's lock (a session's secret and principal never change, so the entry is all it needs).
-   */
-  private final ConcurrentHashMap<Long, Session> credentials = new ConcurrentHashMap<>();
-
-  private long savedResponses;
-
-  /** What each principal's live sessions hold, by principal ("" for sessions without one). */
-  private final Map<String, Usage> usage = new HashMap<>();
-
-  /** The bytes of every saved response. */
-  private long savedBytes;
+  private final LiveSessions sessions = new LiveSessions();
 
   /**
    * What one principal's live sessions hold: how many there are and the bytes of their saved
@@ -86,6 +53,8 @@ public final class SessionTable {
   public static final class Usage {
     int sessions;
     long savedBytes;
+
+    Usage() {} // made by the table only: read-only outside the package
 
     /** Its live sessions. */
     public int sessions() {
@@ -97,8 +66,6 @@ public final class SessionTable {
       return savedBytes;
     }
   }
-
-  private static final Usage NONE = new Usage();
 
   /** An empty table with the given bounds. */
   public SessionTable(SessionTableConfig config) {
@@ -218,7 +185,7 @@ public final class SessionTable {
     if (sessions.get(clientId) != null) {
       throw new IllegalArgumentException("client id " + clientId + " is already in use");
     }
-    Session holder = name == null ? null : named(name, owner, scope);
+    Session holder = name == null ? null : sessions.named(name, owner, scope);
     if (holder != null) {
       if (holder.grantNonce == nonce && Objects.equals(holder.principal, owner)) {
         holder.touch(now);
@@ -230,7 +197,7 @@ public final class SessionTable {
       return new Registration.Refused(RejectCode.TOO_MANY_SESSIONS);
     }
     Session s = new Session(clientId, name, secretHash.clone(), owner, ttlMs, 0, nonce, now);
-    add(s);
+    sessions.add(s);
     return granted(s);
   }
 
@@ -269,11 +236,12 @@ public final class SessionTable {
       String name, byte[] secretHash, long nonce, String principal, long now, NameScope scope) {
     checkTime(now);
     // A name held by a session stays resumable after the name limit was lowered (reconfigure).
-    if (name == null || (!validName(name) && !byName.containsKey(name))) {
+    if (name == null || (!validName(name) && !sessions.holdsName(name))) {
       return new Registration.Refused(RejectCode.INVALID_ARGUMENT);
     }
     expire(now);
-    Session s = named(name, principal == null || principal.isEmpty() ? null : principal, scope);
+    Session s =
+        sessions.named(name, principal == null || principal.isEmpty() ? null : principal, scope);
     if (s == null) {
       return new Registration.Refused(RejectCode.SESSION_EXPIRED);
     }
@@ -362,15 +330,14 @@ public final class SessionTable {
           "record(" + clientId + ", " + seq + ") without a NEW admission of that command");
     }
     long bytesBefore = s.savedBytes();
-    savedResponses -= s.trim(ack);
+    sessions.count(-s.trim(ack), 0);
     // admit refused a command at or above the window (also a lowered one), so this cannot happen.
     if (s.savedResponses() >= config.window()) {
       throw new IllegalStateException(
           "record(" + clientId + ", " + seq + ") would exceed the window of " + config.window());
     }
     s.append(response);
-    savedResponses++;
-    savedBytes += s.savedBytes() - bytesBefore;
+    sessions.count(1, s.savedBytes() - bytesBefore);
     s.touch(now);
   }
 
@@ -385,9 +352,7 @@ public final class SessionTable {
     if (s == null || ack < 0) {
       return;
     }
-    long bytesBefore = s.savedBytes();
-    savedResponses -= s.trim(ack);
-    savedBytes += s.savedBytes() - bytesBefore;
+    trim(s, ack);
   }
 
   /**
@@ -406,9 +371,7 @@ public final class SessionTable {
     if (refused.isPresent()) {
       return refused;
     }
-    long bytesBefore = s.savedBytes();
-    savedResponses -= s.trim(ack);
-    savedBytes += s.savedBytes() - bytesBefore;
+    trim(s, ack);
     s.touch(now);
     return Optional.empty();
   }
@@ -424,7 +387,7 @@ public final class SessionTable {
     Session s = sessions.get(clientId);
     Optional<RejectCode> refused = checkOwner(s, epoch, now);
     if (refused.isEmpty()) {
-      remove(s);
+      sessions.remove(s);
     }
     return refused;
   }
@@ -443,31 +406,7 @@ public final class SessionTable {
    */
   public int expire(long now, LongConsumer expired) {
     checkTime(now);
-    long[] ids = null;
-    int count = 0;
-    for (Session s = expiry.peek(); s != null && s.heapDeadlineMs < now; s = expiry.peek()) {
-      long deadline = s.expiresAfterMs();
-      if (deadline >= now) {
-        expiry.increaseKey(s, deadline);
-        continue;
-      }
-      if (ids == null) {
-        ids = new long[8];
-      } else if (count == ids.length) {
-        ids = Arrays.copyOf(ids, count * 2);
-      }
-      ids[count++] = s.clientId;
-      remove(s);
-    }
-    if (count > 0) {
-      // The heap's lazily kept keys differ between a replica restored from a snapshot and one that
-      // was not; sorting makes the reported order depend on the state alone.
-      Arrays.sort(ids, 0, count);
-      for (int i = 0; i < count; i++) {
-        expired.accept(ids[i]);
-      }
-    }
-    return count;
+    return sessions.expire(now, expired);
   }
 
   /**
@@ -486,7 +425,7 @@ public final class SessionTable {
    * reads a concurrent index, so the front door authenticates streams without the state's lock.
    */
   public boolean authenticate(long clientId, long secretHi, long secretLo, String principal) {
-    Session s = credentials.get(clientId);
+    Session s = sessions.credential(clientId);
     return s != null
         && SessionSecret.matches(s.secretHash, SessionSecret.hash(secretHi, secretLo))
         && mayUse(s, principal);
@@ -494,7 +433,7 @@ public final class SessionTable {
 
   /** Whether a session of that id exists; safe from any thread, like {@link #authenticate}. */
   public boolean exists(long clientId) {
-    return credentials.containsKey(clientId);
+    return sessions.credential(clientId) != null;
   }
 
   /** The principal session {@code clientId} is bound to, if any. */
@@ -518,19 +457,7 @@ public final class SessionTable {
    */
   public Optional<SessionInfo> session(long clientId) {
     Session s = sessions.get(clientId);
-    if (s == null) {
-      return Optional.empty();
-    }
-    return Optional.of(
-        new SessionInfo(
-            s.clientId,
-            s.epoch,
-            s.name,
-            s.ttlMs,
-            s.lastActiveMs,
-            s.nextSeq,
-            s.lowWater,
-            s.savedResponses()));
+    return s == null ? Optional.empty() : Optional.of(LiveSessions.info(s));
   }
 
   /**
@@ -541,43 +468,19 @@ public final class SessionTable {
     if (n < 0) {
       throw new IllegalArgumentException("n must not be negative, got " + n);
     }
-    Comparator<SessionInfo> order =
-        Comparator.comparingInt(SessionInfo::savedResponses)
-            .reversed()
-            .thenComparingLong(SessionInfo::clientId);
-    PriorityQueue<SessionInfo> kept = new PriorityQueue<>(order.reversed());
-    for (long id : sessions.sortedIds()) {
-      kept.add(session(id).orElseThrow());
-      if (kept.size() > n) {
-        kept.poll();
-      }
-    }
-    List<SessionInfo> largest = new ArrayList<>(kept);
-    largest.sort(order);
-    return largest;
+    return sessions.largest(n);
   }
 
   /** The id of the session holding {@code name} (the first by principal, if several), or -1. */
   public long clientIdOf(String name) {
-    Session s = named(name, null, NameScope.GLOBAL);
+    Session s = sessions.named(name, null, NameScope.GLOBAL);
     return s == null ? -1 : s.clientId;
   }
 
   /** The id of the session {@code principal} (null: none) holds under {@code name}, or -1. */
   public long clientIdOf(String name, String principal) {
-    Session s = named(name, principal, NameScope.PER_PRINCIPAL);
+    Session s = sessions.named(name, principal, NameScope.PER_PRINCIPAL);
     return s == null ? -1 : s.clientId;
-  }
-
-  /** The session named {@code name} that {@code owner} (null: none) finds in {@code scope}. */
-  private Session named(String name, String owner, NameScope scope) {
-    TreeMap<String, Session> holders = byName.get(name);
-    if (holders == null) {
-      return null;
-    }
-    return scope == NameScope.GLOBAL
-        ? holders.firstEntry().getValue()
-        : holders.get(owner == null ? "" : owner);
   }
 
   /** How many sessions the table holds. */
@@ -587,7 +490,7 @@ public final class SessionTable {
 
   /** How many responses the table saves across all sessions. */
   public long savedResponses() {
-    return savedResponses;
+    return sessions.savedResponses();
   }
 
   /**
@@ -614,57 +517,18 @@ public final class SessionTable {
    * history led to them. It covers exactly what a snapshot holds.
    */
   public String digest() {
-    MessageDigest sha;
-    try {
-      sha = MessageDigest.getInstance("SHA-256");
-    } catch (NoSuchAlgorithmException e) {
-      throw new IllegalStateException("every JDK provides SHA-256", e);
-    }
-    try {
-      SnapshotCodec.write(this, sha::update);
-    } catch (IOException e) {
-      throw new IllegalStateException("a digest sink does not fail", e);
-    }
-    return HexFormat.of().formatHex(sha.digest());
+    return SnapshotCodec.digest(this);
   }
 
   @Override
   public String toString() {
-    return "SessionTable{sessions=" + size() + ", savedResponses=" + savedResponses + "}";
+    return "SessionTable{sessions=" + size() + ", savedResponses=" + savedResponses() + "}";
   }
 
   // ---- package-private access for the snapshot codec ----
 
-  /** Sizes the internal tables for {@code expected} sessions, before a bulk load. */
-  void ensureCapacity(int expected) {
-    sessions.ensureCapacity(expected);
-    expiry.ensureCapacity(expected);
-  }
-
-  long[] sortedIds() {
-    return sessions.sortedIds();
-  }
-
-  Session get(long clientId) {
-    return sessions.get(clientId);
-  }
-
-  /** Adds a restored or new session; its id and name must be free. */
-  void add(Session s) {
-    sessions.add(s);
-    credentials.put(s.clientId, s);
-    expiry.add(s);
-    if (s.name != null) {
-      byName
-          .computeIfAbsent(s.name, n -> new TreeMap<>())
-          .put(s.principal == null ? "" : s.principal, s);
-    }
-    savedResponses += s.savedResponses();
-    savedBytes += s.savedBytes();
-    Usage u = usage.computeIfAbsent(s.principal == null ? "" : s.principal, p -> new Usage());
-    u.sessions++;
-    u.savedBytes += s.savedBytes();
-    s.usage = u;
+  LiveSessions sessions() {
+    return sessions;
   }
 
   /**
@@ -672,13 +536,12 @@ public final class SessionTable {
    * answer is a live view; callers must not keep it across calls that change the table.
    */
   public Usage usageOf(String principal) {
-    Usage u = usage.get(principal == null ? "" : principal);
-    return u == null ? NONE : u;
+    return sessions.usageOf(principal);
   }
 
   /** The bytes of every saved response in the table. */
   public long savedBytes() {
-    return savedBytes;
+    return sessions.savedBytes();
   }
 
   // ---- internals ----
@@ -687,26 +550,11 @@ public final class SessionTable {
     return new Registration.Granted(s.clientId, s.epoch, s.nextSeq);
   }
 
-  private void remove(Session s) {
-    sessions.remove(s.clientId);
-    credentials.remove(s.clientId);
-    expiry.remove(s);
-    if (s.name != null) {
-      TreeMap<String, Session> holders = byName.get(s.name);
-      holders.remove(s.principal == null ? "" : s.principal);
-      if (holders.isEmpty()) {
-        byName.remove(s.name);
-      }
-    }
-    savedResponses -= s.savedResponses();
-    savedBytes -= s.savedBytes();
-    Usage u = s.usage;
-    u.sessions--;
-    u.savedBytes -= s.savedBytes();
-    if (u.sessions == 0) {
-      usage.remove(s.principal == null ? "" : s.principal);
-    }
-    s.usage = null;
+  /** Drops {@code s}'s responses below {@code ack} (clamped to its next number). */
+  private void trim(Session s, long ack) {
+    long bytesBefore = s.savedBytes();
+    long dropped = s.trim(ack);
+    sessions.count(-dropped, s.savedBytes() - bytesBefore);
   }
 
   private static Optional<RejectCode> checkOwner(Session s, long epoch, long now) {

@@ -3,6 +3,9 @@ package io.idem.core;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.HexFormat;
 
 /**
  * Session snapshot format, versions 1 to 3. All integers are big-endian.
@@ -37,9 +40,25 @@ final class SnapshotCodec {
 
   private SnapshotCodec() {}
 
+  /** {@link SessionTable#digest}: a SHA-256 of the table's snapshot, in hex. */
+  static String digest(SessionTable table) {
+    MessageDigest sha;
+    try {
+      sha = MessageDigest.getInstance("SHA-256");
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException("every JDK provides SHA-256", e);
+    }
+    try {
+      write(table, sha::update);
+    } catch (IOException e) {
+      throw new IllegalStateException("a digest sink does not fail", e);
+    }
+    return HexFormat.of().formatHex(sha.digest());
+  }
+
   static void write(SessionTable table, SnapshotEncoder.Sink sink) throws IOException {
     SnapshotEncoder out = new SnapshotEncoder(sink);
-    long[] ids = table.sortedIds();
+    long[] ids = table.sessions().sortedIds();
     out.putInt(MAGIC);
     out.putInt(VERSION);
     SessionTableConfig c = table.config();
@@ -49,7 +68,7 @@ final class SnapshotCodec {
     out.putInt(c.maxNameLength());
     out.putInt(ids.length);
     for (long id : ids) {
-      Session s = table.get(id);
+      Session s = table.sessions().get(id);
       out.putLong(s.clientId);
       out.putLong(s.epoch);
       out.putLong(s.grantNonce);
@@ -89,7 +108,7 @@ final class SnapshotCodec {
     }
     // Trust the count for pre-sizing only up to what the input can plausibly back; a corrupt
     // count must not make us allocate gigabytes before the checksum catches it.
-    table.ensureCapacity(Math.min(count, 1 << 20));
+    table.sessions().ensureCapacity(Math.min(count, 1 << 20));
     long previousId = Long.MIN_VALUE;
     for (int i = 0; i < count; i++) {
       Session s = readSession(in, i, version);
@@ -101,7 +120,7 @@ final class SnapshotCodec {
         throw new SnapshotFormatException("session " + i + ": duplicate name \"" + s.name + "\"");
       }
       previousId = s.clientId;
-      table.add(s);
+      table.sessions().add(s);
     }
     in.verifyChecksum();
     return table;

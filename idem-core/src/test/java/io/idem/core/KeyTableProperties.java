@@ -241,6 +241,6 @@ class KeyTableProperties {
   @Property(tries = 2000)
   void utf8LengthIsTheEncodedLength(
       @ForAll @CharRange(from = '\u0000', to = '\uffff') @StringLength(max = 40) String s) {
-    assertThat(KeyTable.utf8Length(s)).isEqualTo(s.getBytes(StandardCharsets.UTF_8).length);
+    assertThat(KeyTableCodec.utf8Length(s)).isEqualTo(s.getBytes(StandardCharsets.UTF_8).length);
   }
 }

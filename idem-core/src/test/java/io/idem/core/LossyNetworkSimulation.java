@@ -263,7 +263,7 @@ final class LossyNetworkSimulation {
     if (!table.digest().equals(digest)) {
       throw new AssertionError("snapshot round trip changed the digest");
     }
-    for (long id : table.sortedIds()) {
+    for (long id : table.sessions().sortedIds()) {
       if (table.session(id).orElseThrow().savedResponses() > p.tableWindow()) {
         throw new AssertionError("session " + id + " saves more responses than the window");
       }

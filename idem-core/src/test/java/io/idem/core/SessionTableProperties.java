@@ -165,7 +165,7 @@ class SessionTableProperties {
 
   private static void assertEquivalent(SessionTable table, ReferenceModel model) {
     List<SessionInfo> infos = new ArrayList<>();
-    for (long id : table.sortedIds()) {
+    for (long id : table.sessions().sortedIds()) {
       infos.add(table.session(id).orElseThrow());
     }
     assertThat(infos).isEqualTo(model.infos());

@@ -20,7 +20,6 @@ import io.idem.proto.RegisterRequest;
 import io.idem.proto.Request;
 import io.idem.proto.ServerFrame;
 import io.idem.proto.SessionKeepAlive;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Iterator;
@@ -243,13 +242,8 @@ public final class SessionMachine {
   private long lastResendFrom = -1;
   private long lastResendAt;
 
-  // Failover probes: the round in flight (or the last), when it left, the highest term heard of.
-  private long probeRound;
-  private boolean probing;
-  private boolean probedBefore;
-  private long lastProbeAt;
-  private long highestTerm = -1;
-  private long progressAt;
+  private final LeaderProbes probes;
+  private long progressAt; // when calls last made progress: an answer, or the first one sent
   private long probeSwitches;
 
   private boolean journalDirty;
@@ -265,6 +259,7 @@ public final class SessionMachine {
     this.settings = settings;
     this.nonces = nonces;
     this.window = settings.window();
+    this.probes = new LeaderProbes(settings.probeNanos());
     this.identity = recovery.identity();
     this.nonce = recovery.identity() == null ? recovery.pendingNonce() : 0;
     if (nonce != 0) {
@@ -556,22 +551,10 @@ public final class SessionMachine {
    * not the server in use (or the session waits in reconnect backoff).
    */
   public void probed(long round, List<ProbeAnswer> answers, long now) {
-    if (round != probeRound || !probing) {
-      return;
+    ProbeAnswer best = probes.settle(round, answers);
+    if (best == null) {
+      return; // a stale round, nobody answered, or only servers behind what was heard before
     }
-    probing = false;
-    ProbeAnswer best = null;
-    for (ProbeAnswer a : answers) {
-      if (best == null
-          || a.term() > best.term()
-          || (a.term() == best.term() && best.leader().isEmpty())) {
-        best = a;
-      }
-    }
-    if (best == null || best.term() < highestTerm) {
-      return; // nobody answered, or only servers behind what was heard before
-    }
-    highestTerm = best.term();
     boolean waitingHere = state == State.CONNECTED || state == State.RECONNECT_BACKOFF;
     if (!waitingHere || outstanding.isEmpty() || best.leader().isEmpty()) {
       return; // answered meanwhile, or an election is on: the next round asks again
@@ -589,11 +572,8 @@ public final class SessionMachine {
   }
 
   private void probe(long now) {
-    // A round is answered within its deadline (the interval); one not answered in twice that is
-    // taken as lost, so that a lost report never stops the probes.
-    boolean inFlight = probing && now - lastProbeAt < 2 * settings.probeNanos();
-    long pace = Math.min(PROBE_REPEAT_NANOS, settings.probeNanos());
-    if (inFlight || (probedBefore && now - lastProbeAt < pace)) {
+    long round = probes.startRound(now);
+    if (round == 0) {
       return;
     }
     List<String> ask = new ArrayList<>();
@@ -603,10 +583,7 @@ public final class SessionMachine {
         ask.add(s);
       }
     }
-    probing = true;
-    probedBefore = true;
-    lastProbeAt = now;
-    effects.add(new Effect.Probe(++probeRound, List.copyOf(ask)));
+    effects.add(new Effect.Probe(round, List.copyOf(ask)));
   }
 
   /** A read was redirected: move to {@code hint}, or to the next server if it is empty. */
@@ -765,7 +742,7 @@ public final class SessionMachine {
     List<Call> sending = null;
     while (!waiting.isEmpty() && nextSeq - lowestUnanswered() < window) {
       Call c = waiting.poll();
-      String bad = Limit.problem(c.op, limits);
+      String bad = OperationLimits.problem(c.op, limits);
       if (bad != null) {
         // Refused before it is numbered: bad input never uses up a number.
         fail(c, new InvalidArgumentException(bad, clientId, 0));
@@ -1019,73 +996,5 @@ public final class SessionMachine {
   /** The cluster's limits learned at registration, or null before (or from an older server). */
   public Limits limits() {
     return limits;
-  }
-
-  /** Checks an operation against the cluster's limits, as the servers do. */
-  static final class Limit {
-    private Limit() {}
-
-    /** Why {@code op} breaks {@code limits}, or null if it does not (or limits are unknown). */
-    static String problem(Operation op, Limits limits) {
-      if (limits == null) {
-        return null;
-      }
-      return switch (op.getOpCase()) {
-        case PUT ->
-            first(
-                key(op.getPut().getKey(), limits),
-                value(op.getPut().getValue().size(), limits),
-                op.getPut().getLease().isEmpty() ? null : name(op.getPut().getLease(), limits));
-        case DELETE -> key(op.getDelete().getKey(), limits);
-        case COMPARE_AND_SET ->
-            first(
-                key(op.getCompareAndSet().getKey(), limits),
-                value(op.getCompareAndSet().getValue().size(), limits),
-                null);
-        case INCREMENT -> key(op.getIncrement().getKey(), limits);
-        case APPEND ->
-            first(
-                key(op.getAppend().getKey(), limits),
-                value(op.getAppend().getValue().size(), limits),
-                null);
-        case GRANT_LEASE -> {
-          long ttl = op.getGrantLease().getTtlMs();
-          String bad = name(op.getGrantLease().getName(), limits);
-          if (bad == null && limits.getMaxLeaseTtlMs() > 0 && ttl > limits.getMaxLeaseTtlMs()) {
-            bad = "lease TTL is " + ttl + " ms, the limit is " + limits.getMaxLeaseTtlMs() + " ms";
-          }
-          yield bad;
-        }
-        case KEEP_ALIVE_LEASE -> name(op.getKeepAliveLease().getName(), limits);
-        case REVOKE_LEASE -> name(op.getRevokeLease().getName(), limits);
-        case ACQUIRE_KEY, COMPLETE_KEY, RELEASE_KEY, RENEW_KEY -> null; // the server checks them
-        case OP_NOT_SET -> "no operation";
-      };
-    }
-
-    private static String first(String a, String b, String c) {
-      return a != null ? a : b != null ? b : c;
-    }
-
-    private static String key(String key, Limits limits) {
-      int max = limits.getMaxKeyBytes();
-      if (max <= 0) {
-        return null;
-      }
-      int n = key.getBytes(StandardCharsets.UTF_8).length;
-      return n > max ? "key is " + n + " bytes, the limit is " + max : null;
-    }
-
-    private static String value(int size, Limits limits) {
-      int max = limits.getMaxValueBytes();
-      return max > 0 && size > max ? "value is " + size + " bytes, the limit is " + max : null;
-    }
-
-    private static String name(String name, Limits limits) {
-      int max = limits.getMaxNameChars();
-      return max > 0 && name.length() > max
-          ? "lease name is " + name.length() + " characters, the limit is " + max
-          : null;
-    }
   }
 }
