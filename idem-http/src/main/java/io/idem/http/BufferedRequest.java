@@ -1,11 +1,14 @@
 package io.idem.http;
 
+import io.idem.keys.Fingerprint;
 import jakarta.servlet.ReadListener;
 import jakarta.servlet.ServletInputStream;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletRequestWrapper;
 import java.io.BufferedReader;
 import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.UnsupportedEncodingException;
 import java.net.URLDecoder;
@@ -13,6 +16,8 @@ import java.nio.charset.Charset;
 import java.nio.charset.IllegalCharsetNameException;
 import java.nio.charset.StandardCharsets;
 import java.nio.charset.UnsupportedCharsetException;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Enumeration;
@@ -166,6 +171,40 @@ final class BufferedRequest extends HttpServletRequestWrapper {
       String v = eq < 0 ? "" : pair.substring(eq + 1);
       into.computeIfAbsent(URLDecoder.decode(k, charset), x -> new ArrayList<>())
           .add(URLDecoder.decode(v, charset));
+    }
+  }
+
+  /** {@code request}'s body, or null if it is longer than {@code maxBodyBytes}. */
+  static byte[] readBody(HttpServletRequest request, int maxBodyBytes) throws IOException {
+    long declared = request.getContentLengthLong();
+    if (declared > maxBodyBytes) {
+      return null;
+    }
+    try (InputStream in = request.getInputStream()) {
+      byte[] body = in.readNBytes(maxBodyBytes + 1);
+      return body.length > maxBodyBytes ? null : body;
+    }
+  }
+
+  /**
+   * The request's fingerprint: the SHA-256 of its method, its target (path and query) and its
+   * body's SHA-256.
+   */
+  Fingerprint fingerprint() {
+    String target = getRequestURI() + (getQueryString() == null ? "" : "?" + getQueryString());
+    byte[] head = (getMethod() + "\n" + target + "\n").getBytes(StandardCharsets.UTF_8);
+    byte[] bodyDigest = sha256(body);
+    byte[] all = new byte[head.length + bodyDigest.length];
+    System.arraycopy(head, 0, all, 0, head.length);
+    System.arraycopy(bodyDigest, 0, all, head.length, bodyDigest.length);
+    return Fingerprint.of(all);
+  }
+
+  private static byte[] sha256(byte[] b) {
+    try {
+      return MessageDigest.getInstance("SHA-256").digest(b);
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException("every JDK has SHA-256", e);
     }
   }
 }

@@ -11,6 +11,9 @@ import java.io.OutputStreamWriter;
 import java.io.PrintWriter;
 import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
 
 /**
  * Holds the handler's body in memory, up to {@code limit} bytes, so that the filter can store it
@@ -218,5 +221,44 @@ final class CapturingResponse extends HttpServletResponseWrapper {
     public void setWriteListener(WriteListener listener) {
       throw new IllegalStateException("the idempotency filter does not support async writes");
     }
+  }
+
+  /**
+   * What is stored for this response: its status, the {@code replayedHeaders} it has and its body;
+   * or a 409 problem ({@code response-not-stored}) if it overflowed or its record is longer than
+   * the limit.
+   */
+  StoredResponse toStored(List<String> replayedHeaders) {
+    List<StoredResponse.Header> headers = new ArrayList<>();
+    for (String name : replayedHeaders) {
+      if (name.equalsIgnoreCase("Content-Type")) {
+        if (getContentType() != null) {
+          headers.add(new StoredResponse.Header("Content-Type", getContentType()));
+        }
+        continue;
+      }
+      Collection<String> values = getHeaders(name);
+      for (String v : values) {
+        headers.add(new StoredResponse.Header(name, v));
+      }
+    }
+    StoredResponse stored = new StoredResponse(getStatus(), headers, body(), false);
+    if (!overflowed() && stored.encode().length <= limit) {
+      return stored;
+    }
+    Problem tooLarge =
+        new Problem(
+            ProblemType.RESPONSE_NOT_STORED,
+            "the request was processed (status "
+                + getStatus()
+                + "), but its response was larger than the "
+                + limit
+                + " bytes kept for replay");
+    return new StoredResponse(
+        409,
+        List.of(new StoredResponse.Header("Content-Type", Problem.MEDIA_TYPE)),
+        tooLarge.json(
+            problemTypes.uri(request, ProblemType.RESPONSE_NOT_STORED), request.getRequestURI()),
+        false);
   }
 }

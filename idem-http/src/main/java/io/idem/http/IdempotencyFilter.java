@@ -17,15 +17,10 @@ import jakarta.servlet.ServletResponse;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
-import java.io.InputStream;
-import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
 import java.security.Principal;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
-import java.util.Enumeration;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
@@ -118,9 +113,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     IdempotencyPolicy policyFor(HttpServletRequest request);
   }
 
-  private final IdempotentExecutor<Object> executor; // null over TransactionalKeys
-  private final Class<?> effectType; // the store's; null over TransactionalKeys
-  private final TransactionalKeys transactional; // null over a KeyStore
+  private final Execution execution;
   private final Set<String> methods;
   private final PolicyResolver resolver;
   private final String scopeHeader;
@@ -131,25 +124,10 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
   private final ProblemTypes problemTypes;
 
   private IdempotencyFilter(Builder b) {
-    if (b.store != null) {
-      // Effects reach the filter untyped (a request attribute); IdempotentRequest.completeWith
-      // checks each against the store's effect type, which makes this view of the store sound.
-      @SuppressWarnings("unchecked")
-      KeyStore<Object> store = (KeyStore<Object>) b.store;
-      IdempotentExecutor.Builder<Object> eb =
-          IdempotentExecutor.builder(store)
-              .inProgressTimeout(b.inProgressTimeout)
-              .retention(b.retention);
-      if (b.storeTimeout != null) {
-        eb.storeTimeout(b.storeTimeout);
-      }
-      this.executor = eb.build();
-      this.effectType = b.store.effectType();
-    } else {
-      this.executor = null;
-      this.effectType = null;
-    }
-    this.transactional = b.transactional;
+    this.execution =
+        b.store != null
+            ? new Execution.OverStore(b.store, b.inProgressTimeout, b.retention, b.storeTimeout)
+            : new Execution.InTransaction(b.transactional);
     this.methods = Set.copyOf(b.methods);
     IdempotencyPolicy policy = b.policy;
     this.resolver = b.resolver != null ? b.resolver : request -> policy;
@@ -204,7 +182,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
       chain.doFilter(req, res);
       return;
     }
-    String field = fieldValue(request);
+    String field = KeyHeader.fieldValue(request);
     if (field == null) {
       if (policy.keyRequired()) {
         problem(
@@ -245,7 +223,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
               + ") is not a legal charset name or not known here; send the body in UTF-8");
       return;
     }
-    byte[] body = readBody(request);
+    byte[] body = BufferedRequest.readBody(request, maxBodyBytes);
     if (body == null) {
       problem(
           request,
@@ -254,13 +232,14 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
           "a request with an Idempotency-Key may carry at most " + maxBodyBytes + " bytes");
       return;
     }
+    BufferedRequest buffered = new BufferedRequest(request, body);
     run(
-        new BufferedRequest(request, body),
+        buffered,
         response,
         chain,
         policy,
         new IdempotencyKey(caller.encoded(), keyText),
-        fingerprint(request, body));
+        buffered.fingerprint());
   }
 
   private void run(
@@ -276,27 +255,23 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     StoredResponse outcome;
     try {
       outcome =
-          transactional != null
-              ? inTransaction(request, response, chain, policy, key, fingerprint, ran)
-              : executor.execute(
-                  key,
-                  fingerprint,
-                  policy.waitForResult(),
-                  StoredResponse.CODEC,
-                  token -> {
-                    IdempotentRequest context = new IdempotentRequest(key, token, effectType);
-                    request.setAttribute(IdempotentRequest.ATTRIBUTE, context);
-                    CapturingResponse captured =
-                        new CapturingResponse(response, maxResponseBytes, request, problemTypes);
-                    ran[0] = captured;
-                    chain.doFilter(request, captured);
-                    StoredResponse stored = toStore(request, captured);
-                    handled[0] = context;
-                    if (captured.getStatus() >= 500 && !policy.storeServerErrors()) {
-                      throw new ReleasedResponse();
-                    }
-                    return new IdempotentExecutor.Outcome<>(stored, context.effect());
-                  });
+          execution.run(
+              key,
+              fingerprint,
+              policy.waitForResult(),
+              context -> {
+                request.setAttribute(IdempotentRequest.ATTRIBUTE, context);
+                CapturingResponse captured =
+                    new CapturingResponse(response, maxResponseBytes, request, problemTypes);
+                ran[0] = captured;
+                chain.doFilter(request, captured);
+                StoredResponse stored = captured.toStored(replayedHeaders);
+                handled[0] = context;
+                if (captured.getStatus() >= 500 && !policy.storeServerErrors()) {
+                  throw new ReleasedResponse(); // releases the key, or rolls the writes back
+                }
+                return stored;
+              });
     } catch (ReleasedResponse released) {
       ran[0].sendCaptured(); // the key is released: a retry runs again
       return;
@@ -320,7 +295,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
         // This run's outcome was not stored; another request with the key completed it, and its
         // response is what every retry gets. Send that one, as a replay.
         if (!response.isCommitted()) {
-          replay(response, e.otherOutcome(StoredResponse.CODEC));
+          e.otherOutcome(StoredResponse.CODEC).replayTo(response);
         }
         return;
       }
@@ -379,97 +354,10 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
       throw new ServletException(e);
     }
     if (outcome.replayed()) {
-      replay(response, outcome);
+      outcome.replayTo(response);
     } else {
       ran[0].sendCaptured();
     }
-  }
-
-  /**
-   * The request over {@link TransactionalKeys}: the handler runs inside the store's transaction,
-   * and its response is stored in it; a 5xx the policy does not store rolls everything back.
-   */
-  private StoredResponse inTransaction(
-      BufferedRequest request,
-      HttpServletResponse response,
-      FilterChain chain,
-      IdempotencyPolicy policy,
-      IdempotencyKey key,
-      Fingerprint fingerprint,
-      CapturingResponse[] ran)
-      throws Exception {
-    StoredResponse[] toSend = new StoredResponse[1];
-    byte[] stored =
-        transactional.run(
-            key,
-            fingerprint,
-            (transaction, token) -> {
-              request.setAttribute(
-                  IdempotentRequest.ATTRIBUTE, new IdempotentRequest(key, token, transaction));
-              CapturingResponse captured =
-                  new CapturingResponse(response, maxResponseBytes, request, problemTypes);
-              ran[0] = captured;
-              chain.doFilter(request, captured);
-              if (captured.getStatus() >= 500 && !policy.storeServerErrors()) {
-                throw new ReleasedResponse(); // rolls the handler's writes back with the key
-              }
-              toSend[0] = toStore(request, captured);
-              return toSend[0].encode();
-            });
-    // The step ran here and committed (the captured response goes out), or the bytes are the
-    // outcome another request stored (a replay).
-    return toSend[0] != null ? toSend[0] : StoredResponse.decode(stored);
-  }
-
-  /** What is stored for a captured response: itself, or a problem if it is too large. */
-  private StoredResponse toStore(HttpServletRequest request, CapturingResponse captured) {
-    List<StoredResponse.Header> headers = new ArrayList<>();
-    for (String name : replayedHeaders) {
-      if (name.equalsIgnoreCase("Content-Type")) {
-        if (captured.getContentType() != null) {
-          headers.add(new StoredResponse.Header("Content-Type", captured.getContentType()));
-        }
-        continue;
-      }
-      Collection<String> values = captured.getHeaders(name);
-      for (String v : values) {
-        headers.add(new StoredResponse.Header(name, v));
-      }
-    }
-    StoredResponse stored =
-        new StoredResponse(captured.getStatus(), headers, captured.body(), false);
-    if (!captured.overflowed() && stored.encode().length <= maxResponseBytes) {
-      return stored;
-    }
-    Problem tooLarge =
-        new Problem(
-            ProblemType.RESPONSE_NOT_STORED,
-            "the request was processed (status "
-                + captured.getStatus()
-                + "), but its response was larger than the "
-                + maxResponseBytes
-                + " bytes kept for replay");
-    return new StoredResponse(
-        409,
-        List.of(new StoredResponse.Header("Content-Type", Problem.MEDIA_TYPE)),
-        tooLarge.json(
-            problemTypes.uri(request, ProblemType.RESPONSE_NOT_STORED), request.getRequestURI()),
-        false);
-  }
-
-  private static void replay(HttpServletResponse response, StoredResponse stored)
-      throws IOException {
-    response.setStatus(stored.status());
-    for (StoredResponse.Header h : stored.headers()) {
-      if (h.name().equalsIgnoreCase("Content-Type")) {
-        response.setContentType(h.value());
-      } else {
-        response.addHeader(h.name(), h.value());
-      }
-    }
-    response.setHeader(REPLAYED_HEADER, "true");
-    response.setContentLength(stored.body().length);
-    response.getOutputStream().write(stored.body());
   }
 
   /**
@@ -500,59 +388,9 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
         : new CallerScope(CallerScope.Source.ANONYMOUS, anonymousScope);
   }
 
-  private static final java.nio.charset.Charset UTF_8 = StandardCharsets.UTF_8;
-
   /** {@code s}, cut to 64 characters for a problem's detail. */
   private static String clip(String s) {
     return s.length() <= 64 ? s : s.substring(0, 64) + "...";
-  }
-
-  private static String fieldValue(HttpServletRequest request) {
-    Enumeration<String> lines = request.getHeaders(KeyHeader.NAME);
-    if (lines == null || !lines.hasMoreElements()) {
-      return null;
-    }
-    String first = lines.nextElement();
-    if (!lines.hasMoreElements()) {
-      return first;
-    }
-    StringBuilder b = new StringBuilder(first); // field lines combine into one list (RFC 9110)
-    while (lines.hasMoreElements()) {
-      b.append(", ").append(lines.nextElement());
-    }
-    return b.toString();
-  }
-
-  /** The body, or null if it is longer than the bound. */
-  private byte[] readBody(HttpServletRequest request) throws IOException {
-    long declared = request.getContentLengthLong();
-    if (declared > maxBodyBytes) {
-      return null;
-    }
-    try (InputStream in = request.getInputStream()) {
-      byte[] body = in.readNBytes(maxBodyBytes + 1);
-      return body.length > maxBodyBytes ? null : body;
-    }
-  }
-
-  private static Fingerprint fingerprint(HttpServletRequest request, byte[] body) {
-    String target =
-        request.getRequestURI()
-            + (request.getQueryString() == null ? "" : "?" + request.getQueryString());
-    byte[] head = (request.getMethod() + "\n" + target + "\n").getBytes(UTF_8);
-    byte[] bodyDigest = sha256(body);
-    byte[] all = new byte[head.length + bodyDigest.length];
-    System.arraycopy(head, 0, all, 0, head.length);
-    System.arraycopy(bodyDigest, 0, all, head.length, bodyDigest.length);
-    return Fingerprint.of(all);
-  }
-
-  private static byte[] sha256(byte[] b) {
-    try {
-      return MessageDigest.getInstance("SHA-256").digest(b);
-    } catch (NoSuchAlgorithmException e) {
-      throw new IllegalStateException("every JDK has SHA-256", e);
-    }
   }
 
   private void problem(
@@ -611,9 +449,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
 
   @Override
   public void close() {
-    if (executor != null) {
-      executor.close();
-    }
+    execution.close();
   }
 
   /** Builds an {@link IdempotencyFilter}. Not thread-safe. */

@@ -1,6 +1,8 @@
 package io.idem.http;
 
 import io.idem.keys.IdempotencyKey;
+import jakarta.servlet.http.HttpServletRequest;
+import java.util.Enumeration;
 
 /**
  * The {@code Idempotency-Key} field value: an RFC 8941 Item whose bare item is a String
@@ -213,5 +215,25 @@ final class KeyHeader {
 
   private static boolean isTchar(char c) {
     return isAlpha(c) || isDigit(c) || "!#$%&'*+-.^_`|~".indexOf(c) >= 0;
+  }
+
+  /**
+   * The request's {@code Idempotency-Key} field value, its field lines combined into one list with
+   * ", " (RFC 9110) so that two keys are malformed; null without the field.
+   */
+  static String fieldValue(HttpServletRequest request) {
+    Enumeration<String> lines = request.getHeaders(NAME);
+    if (lines == null || !lines.hasMoreElements()) {
+      return null;
+    }
+    String first = lines.nextElement();
+    if (!lines.hasMoreElements()) {
+      return first;
+    }
+    StringBuilder b = new StringBuilder(first);
+    while (lines.hasMoreElements()) {
+      b.append(", ").append(lines.nextElement());
+    }
+    return b.toString();
   }
 }

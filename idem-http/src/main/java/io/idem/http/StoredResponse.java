@@ -1,6 +1,7 @@
 package io.idem.http;
 
 import io.idem.keys.IdempotentExecutor;
+import jakarta.servlet.http.HttpServletResponse;
 import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -155,5 +156,23 @@ record StoredResponse(int status, List<Header> headers, byte[] body, boolean rep
   @Override
   public String toString() {
     return "StoredResponse[" + status + ", " + headers + ", " + body.length + " bytes]";
+  }
+
+  /**
+   * Sends this stored response as a replay: its status, headers and body, with {@link
+   * IdempotencyFilter#REPLAYED_HEADER}.
+   */
+  void replayTo(HttpServletResponse response) throws IOException {
+    response.setStatus(status);
+    for (Header h : headers) {
+      if (h.name().equalsIgnoreCase("Content-Type")) {
+        response.setContentType(h.value());
+      } else {
+        response.addHeader(h.name(), h.value());
+      }
+    }
+    response.setHeader(IdempotencyFilter.REPLAYED_HEADER, "true");
+    response.setContentLength(body.length);
+    response.getOutputStream().write(body);
   }
 }

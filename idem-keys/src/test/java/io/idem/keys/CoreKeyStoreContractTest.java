@@ -1,5 +1,6 @@
 package io.idem.keys;
 
+import io.idem.keys.contract.KeyStoreContract;
 import io.idem.keys.spi.KeyStore;
 
 /**

@@ -5,29 +5,12 @@ import io.idem.proto.ConfigureCmd;
 import io.idem.proto.EntryResult;
 import io.idem.proto.LogEntry;
 import io.idem.proto.ReadQuery;
-import java.io.BufferedOutputStream;
-import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.OutputStream;
-import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
-import java.nio.file.StandardOpenOption;
-import java.security.DigestOutputStream;
-import java.security.MessageDigest;
-import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
-import java.util.concurrent.atomic.AtomicReference;
-import org.apache.ratis.io.MD5Hash;
 import org.apache.ratis.proto.RaftProtos.LogEntryProto;
 import org.apache.ratis.protocol.ClientId;
 import org.apache.ratis.protocol.Message;
@@ -36,7 +19,6 @@ import org.apache.ratis.protocol.RaftGroupId;
 import org.apache.ratis.protocol.RaftPeerId;
 import org.apache.ratis.server.RaftServer;
 import org.apache.ratis.server.protocol.TermIndex;
-import org.apache.ratis.server.storage.FileInfo;
 import org.apache.ratis.server.storage.RaftStorage;
 import org.apache.ratis.statemachine.SnapshotInfo;
 import org.apache.ratis.statemachine.TransactionContext;
@@ -45,15 +27,13 @@ import org.apache.ratis.statemachine.impl.SimpleStateMachineStorage;
 import org.apache.ratis.statemachine.impl.SingleFileSnapshotInfo;
 import org.apache.ratis.thirdparty.com.google.protobuf.UnsafeByteOperations;
 import org.apache.ratis.util.LifeCycle;
-import org.apache.ratis.util.MD5FileUtil;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * Adapts {@link ReplicatedState} to Ratis: applies entries, answers linearizable reads after their
- * read index is applied, and writes and loads snapshots (atomically: a temporary file renamed into
- * place, with Ratis's MD5 beside it). One lock guards the state; apply, query, snapshot and the
- * front door's authentication take it.
+ * read index is applied, freezes snapshots and loads them; a {@link SnapshotWriter} writes them.
+ * One lock guards the state; apply, query, snapshot and the front door's adminDenial take it.
  */
 final class IdemStateMachine extends BaseStateMachine {
   private static final Logger LOG = LoggerFactory.getLogger(IdemStateMachine.class);
@@ -80,38 +60,8 @@ final class IdemStateMachine extends BaseStateMachine {
    */
   private final ClientId proposer = ClientId.randomId();
 
-  /** How long close and pause wait for a snapshot write under way. */
-  private static final Duration WRITER_WAIT = Duration.ofMinutes(2);
-
-  /**
-   * Writes snapshots frozen on the apply thread: one at a time, at a lower CPU priority than the
-   * threads that commit and answer ({@link BackgroundPriority}).
-   */
-  private final ExecutorService writer =
-      Executors.newSingleThreadExecutor(
-          r -> {
-            Thread t =
-                new Thread(
-                    () -> {
-                      BackgroundPriority.lowerThisThread();
-                      r.run();
-                    },
-                    "idem-snapshot-writer");
-            t.setDaemon(true);
-            return t;
-          });
-
-  /** The write under way or last done; set on the apply thread, awaited by pause and close. */
-  private volatile CompletableFuture<Void> writing;
-
-  /** When this node writes a snapshot that every node froze at the same index. */
-  private final SnapshotStagger stagger = new SnapshotStagger();
-
-  /** Counted down to end the wait of a write for its turn: pause and close want it now. */
-  private volatile CountDownLatch hurry = new CountDownLatch(0);
-
-  /** A snapshot on disk that {@link #takeSnapshot} has not yet reported to Ratis. */
-  private final AtomicReference<TermIndex> writtenNotReported = new AtomicReference<>();
+  /** Writes the snapshots frozen on the apply thread, and keeps what is reported to Ratis. */
+  private final SnapshotWriter snapshots;
 
   private final ServerMetrics metrics;
 
@@ -126,11 +76,6 @@ final class IdemStateMachine extends BaseStateMachine {
    * @param hex the digest ({@link StateSnapshot#digest})
    */
   record Digest(long index, String hex) {}
-
-  private volatile Digest lastDigest = new Digest(0, "");
-
-  /** Why the last write failed, until takeSnapshot reports it. */
-  private volatile Exception lastWriteFailure;
 
   /** Whether {@link #state} has a configuration applied; read without the lock by the batcher. */
   private volatile boolean configured;
@@ -166,6 +111,7 @@ final class IdemStateMachine extends BaseStateMachine {
   IdemStateMachine(
       ReplicatedConfig local, ConfigureCmd bootstrap, long snapshotEvery, ServerMetrics metrics) {
     this.metrics = metrics;
+    this.snapshots = new SnapshotWriter(storage, metrics);
     if (snapshotEvery < 1) {
       throw new IllegalArgumentException("snapshotEvery must be positive, got " + snapshotEvery);
     }
@@ -230,7 +176,7 @@ final class IdemStateMachine extends BaseStateMachine {
   public void pause() {
     // Ratis pauses the state machine before it installs a snapshot from the leader: a write of our
     // own must not land after it.
-    awaitWriter();
+    snapshots.awaitWrite();
     getLifeCycle().transition(LifeCycle.State.PAUSING);
     getLifeCycle().transition(LifeCycle.State.PAUSED);
   }
@@ -242,7 +188,7 @@ final class IdemStateMachine extends BaseStateMachine {
     // that restarted far behind) must not be reported now. Ratis takes the installed index as its
     // snapshot index, and a lower one reported after it stops its apply thread ("Failed to
     // updateIncreasingly for snapshotIndex: 440 -> 20", seen in SnapshotRecoveryTest).
-    writtenNotReported.set(null);
+    snapshots.forgetWritten();
     loadLatestSnapshot();
     if (getLifeCycleState() == LifeCycle.State.PAUSED) {
       getLifeCycle().transition(LifeCycle.State.STARTING);
@@ -391,20 +337,11 @@ final class IdemStateMachine extends BaseStateMachine {
       metrics.applied(parsed, result, System.nanoTime() - applyStart - frozenNanos);
     }
     if (frozen != null) {
-      TermIndex at = TermIndex.valueOf(entry.getTerm(), entry.getIndex());
-      StateSnapshot.Frozen f = frozen;
-      long nanos = frozenNanos;
-      Duration turn = stagger.delay(writePosition());
-      CountDownLatch h = new CountDownLatch(1);
-      hurry = h;
-      writing =
-          CompletableFuture.runAsync(
-              () -> {
-                long waitStart = System.nanoTime();
-                awaitTurn(turn, h);
-                write(f, at, nanos, Duration.ofNanos(System.nanoTime() - waitStart));
-              },
-              writer);
+      snapshots.submit(
+          frozen,
+          TermIndex.valueOf(entry.getTerm(), entry.getIndex()),
+          frozenNanos,
+          writePosition());
     }
     return CompletableFuture.completedFuture(new ResultMessage(result));
   }
@@ -482,11 +419,11 @@ final class IdemStateMachine extends BaseStateMachine {
    */
   @Override
   public long takeSnapshot() throws IOException {
-    TermIndex written = writtenNotReported.getAndSet(null);
+    TermIndex written = snapshots.takeWritten();
     if (written != null) {
       return written.getIndex();
     }
-    failIfLastWriteFailed();
+    snapshots.failIfLastWriteFailed();
     return -1;
   }
 
@@ -499,8 +436,7 @@ final class IdemStateMachine extends BaseStateMachine {
     if (index % snapshotEvery != 0) {
       return null;
     }
-    CompletableFuture<Void> w = writing;
-    if (w != null && !w.isDone()) {
+    if (snapshots.busy()) {
       LOG.warn("the snapshot writer is still busy at index {}: no snapshot there", index);
       return null;
     }
@@ -532,100 +468,9 @@ final class IdemStateMachine extends BaseStateMachine {
     }
   }
 
-  /** Waits {@code turn} on the writer thread, or less if pause or close count {@code h} down. */
-  private static void awaitTurn(Duration turn, CountDownLatch h) {
-    if (turn.isZero()) {
-      return;
-    }
-    try {
-      h.await(turn.toNanos(), TimeUnit.NANOSECONDS);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    }
-  }
-
-  /**
-   * Writes a frozen state as the snapshot at {@code last}, on the writer thread, after it waited
-   * {@code waited} for its turn.
-   */
-  private void write(
-      StateSnapshot.Frozen frozen, TermIndex last, long frozenNanos, Duration waited) {
-    long start = System.nanoTime();
-    try {
-      File file = storage.getSnapshotFile(last.getTerm(), last.getIndex());
-      Path tmp = file.toPath().resolveSibling(file.getName() + ".tmp");
-      MessageDigest digest = MD5FileUtil.newMD5();
-      try (OutputStream out =
-          new BufferedOutputStream(
-              new DigestOutputStream(Files.newOutputStream(tmp), digest), 1 << 16)) {
-        frozen.write(out);
-      }
-      // After the write, which hashed the key table as it went: digest() does not encode it again.
-      lastDigest = new Digest(last.getIndex(), frozen.digest());
-      try (FileChannel channel = FileChannel.open(tmp, StandardOpenOption.WRITE)) {
-        channel.force(true);
-      }
-      // The MD5 file first: Ratis's cleanup, on the apply thread, may list the directory at any
-      // time, and it must never see a snapshot without its MD5.
-      MD5Hash md5 = MD5Hash.newInstance(digest.digest());
-      MD5FileUtil.saveMD5File(file, md5);
-      Files.move(
-          tmp, file.toPath(), StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-      storage.updateLatestSnapshot(
-          new SingleFileSnapshotInfo(new FileInfo(file.toPath(), md5), last));
-      writtenNotReported.set(last);
-      long took = System.nanoTime() - start;
-      stagger.wrote(Duration.ofNanos(took));
-      metrics.snapshot(frozenNanos, took, Files.size(file.toPath()));
-      LOG.info(
-          "snapshot at {} written to {} (state frozen in {} ms on the apply thread, written in {} ms"
-              + " after waiting {} ms for its turn)",
-          last,
-          file,
-          TimeUnit.NANOSECONDS.toMillis(frozenNanos),
-          TimeUnit.NANOSECONDS.toMillis(took),
-          waited.toMillis());
-    } catch (IOException | RuntimeException e) {
-      lastWriteFailure = e;
-      LOG.error("writing the snapshot at {} failed; the log is kept", last, e);
-    }
-  }
-
-  /**
-   * Reports a failed write once, as Ratis expects of takeSnapshot (it logs it and goes on), and
-   * clears it so that the next call tries again.
-   */
-  private void failIfLastWriteFailed() throws IOException {
-    Exception failure = lastWriteFailure;
-    if (failure != null) {
-      lastWriteFailure = null;
-      throw new IOException("the last snapshot write failed", failure);
-    }
-  }
-
-  /**
-   * Waits for a snapshot write under way, which no longer waits for its turn: before the state is
-   * replaced, and on close.
-   */
-  private void awaitWriter() {
-    hurry.countDown();
-    CompletableFuture<Void> w = writing;
-    if (w == null) {
-      return;
-    }
-    try {
-      w.get(WRITER_WAIT.toMillis(), TimeUnit.MILLISECONDS);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    } catch (ExecutionException | TimeoutException e) {
-      LOG.warn("a snapshot write did not finish in {}", WRITER_WAIT, e);
-    }
-  }
-
   @Override
   public void close() throws IOException {
-    awaitWriter();
-    writer.shutdown();
+    snapshots.close();
     super.close();
   }
 
@@ -669,7 +514,7 @@ final class IdemStateMachine extends BaseStateMachine {
 
   /** The digest at the last snapshot this node wrote (index 0 if none yet). */
   Digest digestAtSnapshot() {
-    return lastDigest;
+    return snapshots.lastDigest();
   }
 
   /** Reads the state under the lock, for status and digests. */

@@ -3,18 +3,14 @@ package io.idem.server;
 import com.google.protobuf.ByteString;
 import com.google.protobuf.InvalidProtocolBufferException;
 import io.idem.core.Admission;
-import io.idem.core.KeyTable;
 import io.idem.core.SnapshotFormatException;
 import io.idem.proto.Code;
 import io.idem.proto.Command;
 import io.idem.proto.CommandResult;
-import io.idem.proto.CompleteKey;
 import io.idem.proto.EntryResult;
-import io.idem.proto.Fence;
 import io.idem.proto.GetKeyReply;
 import io.idem.proto.GetKeyRequest;
 import io.idem.proto.GetReply;
-import io.idem.proto.KeyOutcome;
 import io.idem.proto.LogEntry;
 import io.idem.proto.Operation;
 import io.idem.proto.RegisterReply;
@@ -32,8 +28,8 @@ import java.util.List;
  * {@link SessionState}, {@link ConfigState}, {@link LeaseState}, {@link KvState} and {@link
  * KeyState}. This class keeps the log position (clock, applied index and term), the
  * log-format-version rules, the dispatch of each command to its domain, and the admission and
- * record steps around an operation. Ratis-free, so that it can be tested and simulated alone;
- * {@link IdemStateMachine} adapts it to Ratis.
+ * record steps around an operation, which {@link Operations} executes. Ratis-free, so that it can
+ * be tested and simulated alone; {@link IdemStateMachine} adapts it to Ratis.
  *
  * <p>Determinism: time is the entries' leader stamps ({@code clock = max(clock, stamp)}), session
  * ids and key fencing tokens are log positions, and every collection is ordered. Not thread-safe:
@@ -130,6 +126,9 @@ final class ReplicatedState {
   final KvState kv = new KvState(configuration, leases);
   final KeyState keys = new KeyState();
   final AuthState auth = new AuthState();
+
+  /** Runs the operations that sessions send, on the domains above. */
+  private final Operations operations = new Operations(kv, leases, keys);
 
   /**
    * The snapshot's sections, in the order they are written and read (see {@link StateSnapshot}):
@@ -406,9 +405,12 @@ final class ReplicatedState {
                     "saved_bytes",
                     saved + " bytes of saved answers (acknowledge answers to free them)",
                     payer.quotas().savedBytes())
-                : execute(index, position, cmd.getClientId(), cmd.getOp(), payer);
+                : operations.execute(
+                    entryVersion, clock, index, position, cmd.getClientId(), cmd.getOp(), payer);
       } else {
-        result = execute(index, position, cmd.getClientId(), cmd.getOp(), null);
+        result =
+            operations.execute(
+                entryVersion, clock, index, position, cmd.getClientId(), cmd.getOp(), null);
       }
       sessions.record(cmd, clock, result);
       return answering
@@ -439,160 +441,6 @@ final class ReplicatedState {
       case DELETE, COMPLETE_KEY, RELEASE_KEY, RENEW_KEY, KEEP_ALIVE_LEASE, REVOKE_LEASE -> true;
       default -> false;
     };
-  }
-
-  /**
-   * Executes one new operation, command {@code position} of entry {@code revision}; business
-   * failures are answers too, and are saved as such.
-   */
-  private Result execute(long revision, int position, long session, Operation op, Payer payer) {
-    boolean keyed = entryVersion >= KEYS_SINCE_VERSION;
-    if (keyed) {
-      Result refused = fenceRefusal(revision, op);
-      if (refused != null) {
-        return refused;
-      }
-    }
-    switch (op.getOpCase()) {
-      case PUT:
-        return kv.put(revision, op.getPut(), payer);
-      case DELETE:
-        return kv.delete(revision, op.getDelete().getKey());
-      case COMPARE_AND_SET:
-        return kv.compareAndSet(revision, op.getCompareAndSet(), payer);
-      case INCREMENT:
-        return kv.increment(revision, op.getIncrement(), payer);
-      case APPEND:
-        return kv.append(revision, op.getAppend(), payer);
-      case GRANT_LEASE:
-        return leases.grant(revision, session, op.getGrantLease(), clock, payer);
-      case KEEP_ALIVE_LEASE:
-        return leases.keepAlive(
-            revision, session, op.getKeepAliveLease().getName(), clock, leaseRules());
-      case REVOKE_LEASE:
-        {
-          String name = op.getRevokeLease().getName();
-          Result r = leases.revoke(revision, session, name, clock, leaseRules());
-          if (r.getDone()) {
-            kv.deleteLeased(name);
-          }
-          return r;
-        }
-      case ACQUIRE_KEY:
-        if (!keyed) {
-          break;
-        }
-        // The fencing token is the command's log position: greater than every one before it.
-        return keys.acquire(
-            revision,
-            op.getAcquireKey(),
-            revision * MAX_COMMANDS_PER_ENTRY + position,
-            clock,
-            entryVersion >= EXACT_FENCES_SINCE_VERSION
-                ? KeyState.CAPACITY
-                : KeyTable.Capacity.UNLIMITED,
-            payer);
-      case COMPLETE_KEY:
-        if (!keyed) {
-          break;
-        }
-        return complete(revision, op.getCompleteKey(), payer);
-      case RELEASE_KEY:
-        if (!keyed) {
-          break;
-        }
-        return keys.release(revision, op.getReleaseKey(), clock);
-      case RENEW_KEY:
-        if (!keyed) {
-          break;
-        }
-        return keys.renew(revision, op.getRenewKey(), clock);
-      default:
-        break;
-    }
-    // Also a key operation in an entry older than version 4: a version 3 node saw no operation.
-    return Results.invalid(revision, "the request carries no operation");
-  }
-
-  /** The refusal of a write whose fence names a key with a newer owner, or null. */
-  private Result fenceRefusal(long revision, Operation op) {
-    Fence f =
-        switch (op.getOpCase()) {
-          case PUT -> op.getPut().hasFence() ? op.getPut().getFence() : null;
-          case COMPARE_AND_SET ->
-              op.getCompareAndSet().hasFence() ? op.getCompareAndSet().getFence() : null;
-          case INCREMENT -> op.getIncrement().hasFence() ? op.getIncrement().getFence() : null;
-          case APPEND -> op.getAppend().hasFence() ? op.getAppend().getFence() : null;
-          case DELETE ->
-              op.getDelete().hasFence() && entryVersion >= EXACT_FENCES_SINCE_VERSION
-                  ? op.getDelete().getFence()
-                  : null;
-          default -> null;
-        };
-    return f == null ? null : keys.fenceRefusal(revision, f, clock, fenceRules());
-  }
-
-  private KeyState.FenceRules fenceRules() {
-    if (entryVersion >= FENCE_DEADLINES_SINCE_VERSION) {
-      return KeyState.FenceRules.UNTIL_DEADLINE;
-    }
-    return entryVersion >= EXACT_FENCES_SINCE_VERSION
-        ? KeyState.FenceRules.EXACT_TOKEN
-        : KeyState.FenceRules.NO_NEWER_TOKEN;
-  }
-
-  /**
-   * A complete, with its effect (since format 5) applied in the same step: nothing if the token
-   * does not own the key or the response is too large; the effect's refusal, with the key still
-   * owned, if the write fails; else both, answered {@code SETTLED} with the write's fields.
-   */
-  private Result complete(long revision, CompleteKey c, Payer payer) {
-    if (!c.hasEffect() || entryVersion < EXACT_FENCES_SINCE_VERSION) {
-      return keys.complete(revision, c, clock);
-    }
-    if (c.getResponse().size() > keys.table().bounds().maxResponseBytes() || !keys.owns(c, clock)) {
-      return keys.complete(revision, c, clock); // answers INVALID_ARGUMENT or KEY_FENCED
-    }
-    Operation e = c.getEffect();
-    // A completion settles what was acquired, so neither quotas nor the budget refuse its effect;
-    // what the effect writes is still charged to the principal.
-    Payer charged =
-        payer == null
-            ? null
-            : new Payer(
-                payer.principal(),
-                Quotas.UNLIMITED,
-                false,
-                payer.backendUsed(),
-                payer.backendBytes());
-    Result effect =
-        switch (e.getOpCase()) {
-          case PUT -> kv.put(revision, e.getPut(), charged);
-          case DELETE -> kv.delete(revision, e.getDelete().getKey());
-          case COMPARE_AND_SET -> kv.compareAndSet(revision, e.getCompareAndSet(), charged);
-          case INCREMENT -> kv.increment(revision, e.getIncrement(), charged);
-          case APPEND -> kv.append(revision, e.getAppend(), charged);
-          default ->
-              Results.invalid(
-                  revision,
-                  "a complete's effect must be a put, delete, compare_and_set, increment or"
-                      + " append, got "
-                      + e.getOpCase());
-        };
-    if (effect.getCode() != Code.OK) {
-      return effect;
-    }
-    Result done = keys.complete(revision, c, clock);
-    if (done.getKeyOutcome() != KeyOutcome.SETTLED) {
-      throw new IllegalStateException("a complete checked as owned was refused: " + done);
-    }
-    return effect.toBuilder().setKeyOutcome(KeyOutcome.SETTLED).build();
-  }
-
-  private LeaseState.Rules leaseRules() {
-    return entryVersion >= LEASE_HOLDERS_SINCE_VERSION
-        ? LeaseState.Rules.HELD
-        : LeaseState.Rules.OWNERLESS;
   }
 
   /**

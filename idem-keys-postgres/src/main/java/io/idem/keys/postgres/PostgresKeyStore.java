@@ -117,16 +117,14 @@ public final class PostgresKeyStore implements KeyStore<NoEffect>, AutoCloseable
   private final KeyCalls calls; // on the store's own connections: JDBC query timeouts
   private final KeyTransaction.Settings transactions;
   private final long statementTimeoutMs;
-  private final long maxRetentionMs;
-  private final int maxResponseBytes;
+  private final CallArguments arguments;
   private final int purgeBatch;
   private volatile boolean closed;
 
   private PostgresKeyStore(Builder b) {
     this.dataSource = b.dataSource;
     this.statementTimeoutMs = b.statementTimeout.toMillis();
-    this.maxRetentionMs = b.maxRetention.toMillis();
-    this.maxResponseBytes = b.maxResponseBytes;
+    this.arguments = new CallArguments(b.maxRetention.toMillis(), b.maxResponseBytes);
     this.purgeBatch = b.purgeBatch;
     // The JDBC timeout has whole seconds: round up, so that the server's lock timeout (exact)
     // comes first.
@@ -198,10 +196,10 @@ public final class PostgresKeyStore implements KeyStore<NoEffect>, AutoCloseable
     long timeoutMs;
     long keepMs;
     try {
-      checkKey(key);
-      fp = fingerprint(fingerprint);
-      timeoutMs = bounded("inProgressTimeout", inProgressTimeout);
-      keepMs = bounded("retention", retention);
+      CallArguments.checkKey(key);
+      fp = CallArguments.fingerprint(fingerprint);
+      timeoutMs = arguments.bounded("inProgressTimeout", inProgressTimeout);
+      keepMs = arguments.bounded("retention", retention);
     } catch (IllegalArgumentException e) {
       return CompletableFuture.failedFuture(e);
     }
@@ -212,8 +210,8 @@ public final class PostgresKeyStore implements KeyStore<NoEffect>, AutoCloseable
   @Override
   public CompletionStage<Settlement> complete(IdempotencyKey key, long token, byte[] response) {
     try {
-      checkKey(key);
-      checkResponse(response);
+      CallArguments.checkKey(key);
+      arguments.checkResponse(response);
     } catch (IllegalArgumentException e) {
       return CompletableFuture.failedFuture(e);
     }
@@ -223,7 +221,7 @@ public final class PostgresKeyStore implements KeyStore<NoEffect>, AutoCloseable
   @Override
   public CompletionStage<Settlement> release(IdempotencyKey key, long token) {
     try {
-      checkKey(key);
+      CallArguments.checkKey(key);
     } catch (IllegalArgumentException e) {
       return CompletableFuture.failedFuture(e);
     }
@@ -234,8 +232,8 @@ public final class PostgresKeyStore implements KeyStore<NoEffect>, AutoCloseable
   public CompletionStage<Settlement> renew(IdempotencyKey key, long token, Duration extension) {
     long extensionMs;
     try {
-      checkKey(key);
-      extensionMs = bounded("extension", extension);
+      CallArguments.checkKey(key);
+      extensionMs = arguments.bounded("extension", extension);
     } catch (IllegalArgumentException e) {
       return CompletableFuture.failedFuture(e);
     }
@@ -301,8 +299,8 @@ public final class PostgresKeyStore implements KeyStore<NoEffect>, AutoCloseable
     if (connection == null || work == null) {
       throw new IllegalArgumentException("connection and work must not be null");
     }
-    checkKey(key);
-    byte[] fp = fingerprint(fingerprint);
+    CallArguments.checkKey(key);
+    byte[] fp = CallArguments.fingerprint(fingerprint);
     return KeyTransaction.run(transactions, connection, key, fp, work);
   }
 
@@ -426,68 +424,6 @@ public final class PostgresKeyStore implements KeyStore<NoEffect>, AutoCloseable
       t.setDaemon(true);
       return t;
     };
-  }
-
-  // ---- validation ----
-
-  private static void checkKey(IdempotencyKey key) {
-    if (key == null) {
-      throw new IllegalArgumentException("key must not be null");
-    }
-    storable("scope", key.scope());
-    storable("key", key.key());
-  }
-
-  /**
-   * PostgreSQL text holds neither NUL nor half a surrogate pair; the driver would turn the latter
-   * into '?', and two keys would share one record.
-   */
-  static void storable(String what, String s) {
-    for (int i = 0; i < s.length(); i++) {
-      char ch = s.charAt(i);
-      if (ch == 0) {
-        throw new IllegalArgumentException(
-            what + " contains NUL (U+0000) at index " + i + ", which PostgreSQL text cannot hold");
-      }
-      if (Character.isHighSurrogate(ch)
-          && i + 1 < s.length()
-          && Character.isLowSurrogate(s.charAt(i + 1))) {
-        i++;
-      } else if (Character.isSurrogate(ch)) {
-        throw new IllegalArgumentException(
-            what + " has an unpaired surrogate at index " + i + ": it is not valid Unicode");
-      }
-    }
-  }
-
-  private static byte[] fingerprint(Fingerprint fingerprint) {
-    if (fingerprint == null) {
-      throw new IllegalArgumentException("fingerprint must not be null (Fingerprint.none())");
-    }
-    byte[] fp = fingerprint.bytes();
-    if (fp.length > MAX_FINGERPRINT_BYTES) {
-      throw new IllegalArgumentException(
-          "fingerprint is " + fp.length + " bytes, at most " + MAX_FINGERPRINT_BYTES);
-    }
-    return fp;
-  }
-
-  private long bounded(String what, Duration d) {
-    if (d == null || d.toMillis() < 1 || d.toMillis() > maxRetentionMs) {
-      throw new IllegalArgumentException(
-          what + " must be in [1 ms, " + maxRetentionMs + " ms] (maxRetention), got " + d);
-    }
-    return d.toMillis();
-  }
-
-  private void checkResponse(byte[] response) {
-    if (response == null) {
-      throw new IllegalArgumentException("response must not be null");
-    }
-    if (response.length > maxResponseBytes) {
-      throw new IllegalArgumentException(
-          "response is " + response.length + " bytes, over maxResponseBytes " + maxResponseBytes);
-    }
   }
 
   /** Builds a {@link PostgresKeyStore}. Not thread-safe. */

@@ -8,7 +8,7 @@ import io.idem.keys.Fingerprint;
 import io.idem.keys.IdempotencyKey;
 import io.idem.keys.IdempotentExecutor;
 import io.idem.keys.KeyFencedException;
-import io.idem.keys.KeyStoreContract;
+import io.idem.keys.contract.KeyStoreContract;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.KeyStore;
 import io.idem.keys.spi.Settlement;

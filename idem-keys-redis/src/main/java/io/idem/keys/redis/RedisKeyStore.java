@@ -19,7 +19,6 @@ import io.lettuce.core.codec.ByteArrayCodec;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 import java.time.Duration;
-import java.util.Arrays;
 import java.util.Base64;
 import java.util.List;
 import java.util.Optional;
@@ -113,32 +112,28 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
   private final StatefulRedisConnection<byte[], byte[]> connection;
   private final RedisAsyncCommands<byte[], byte[]> redis;
   private final RedisClient ownedClient;
-  private final String hashTag;
-  private final byte[] recordPrefix;
-  private final byte[] counterKey;
+  private final ScriptCodec codec;
   private final Duration timeout;
   private volatile boolean closed;
-  private final int maxResponseBytes;
   private final Executor completions;
   private final String attemptPrefix;
   private final AtomicLong attempts = new AtomicLong();
   private final ScriptBatcher batcher;
+  private final AcquireRecovery recovery;
 
   private RedisKeyStore(
       Builder b, RedisClient ownedClient, StatefulRedisConnection<byte[], byte[]> connection) {
     this.connection = connection;
     this.redis = connection.async();
     this.ownedClient = ownedClient;
-    this.hashTag = "{" + b.prefix + "}";
-    this.recordPrefix = ("{" + b.prefix + "}:k:").getBytes(StandardCharsets.UTF_8);
-    this.counterKey = ("{" + b.prefix + "}:token").getBytes(StandardCharsets.UTF_8);
+    this.codec = new ScriptCodec(b.prefix, b.maxResponseBytes);
     this.timeout = b.timeout;
-    this.maxResponseBytes = b.maxResponseBytes;
     this.completions = b.completionExecutor;
     byte[] nonce = new byte[16];
     new SecureRandom().nextBytes(nonce);
     this.attemptPrefix = Base64.getUrlEncoder().withoutPadding().encodeToString(nonce) + ":";
-    this.batcher = new ScriptBatcher(redis, counterKey, b.maxBatch, b.timeout.toNanos());
+    this.batcher = new ScriptBatcher(redis, codec.counterKey(), b.maxBatch, b.timeout.toNanos());
+    this.recovery = new AcquireRecovery(batcher, timeout, () -> closed, this::release);
   }
 
   /** A builder: give it a {@link Builder#client} or a {@link Builder#uri}. */
@@ -165,32 +160,27 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
         call(
             key,
             () -> {
-              require(
+              ScriptCodec.require(
                   fingerprint != null, "fingerprint must not be null (Fingerprint.none(): none)");
-              long timeoutMs = millis("in-progress timeout", inProgressTimeout);
-              long retentionMs = millis("retention", retention);
+              long timeoutMs = ScriptCodec.millis("in-progress timeout", inProgressTimeout);
+              long retentionMs = ScriptCodec.millis("retention", retention);
               attempt[0] =
                   new ScriptBatcher.Call(
                       'A',
                       new byte[][] {recordKey(key)},
                       fingerprint.bytes(),
-                      ascii(timeoutMs),
-                      ascii(retentionMs),
+                      ScriptCodec.ascii(timeoutMs),
+                      ScriptCodec.ascii(retentionMs),
                       // A fresh id per call: Lettuce may resend this very command after a
                       // reconnect, and the script then answers what the first run answered.
                       attemptId());
               return batcher.submit(attempt[0]);
             },
-            RedisKeyStore::acquisition);
+            ScriptCodec::acquisition);
     answer.whenComplete(
         (a, failure) -> {
-          if (failure != null && attempt[0] != null && unknownOutcome(failure)) {
-            long until = startNanos + inProgressTimeout.toNanos();
-            if (recovering.incrementAndGet() <= MAX_RECOVERIES) {
-              recoverLater(key, attempt[0], until);
-            } else {
-              recovering.decrementAndGet(); // the key waits out its in-progress timeout
-            }
+          if (failure != null && attempt[0] != null) {
+            recovery.follow(key, attempt[0], failure, startNanos + inProgressTimeout.toNanos());
           }
         });
     return answer;
@@ -199,70 +189,17 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
   /** How many timed-out acquires the store follows at once (see {@link #acquire}). */
   public static final int MAX_RECOVERIES = 1024;
 
-  private final java.util.concurrent.atomic.AtomicInteger recovering =
-      new java.util.concurrent.atomic.AtomicInteger();
-
-  private static boolean unknownOutcome(Throwable failure) {
-    Throwable t = failure;
-    while (t instanceof CompletionException && t.getCause() != null) {
-      t = t.getCause();
-    }
-    return t instanceof KeyStoreException;
-  }
-
-  /**
-   * Resends {@code attempt} after a timeout, releasing what it acquired; again on failure until
-   * {@code untilNanos}, when any acquisition it made has passed its deadline anyway.
-   */
-  private void recoverLater(IdempotencyKey key, ScriptBatcher.Call attempt, long untilNanos) {
-    CompletableFuture.delayedExecutor(timeout.toNanos(), TimeUnit.NANOSECONDS)
-        .execute(
-            () -> {
-              if (closed || System.nanoTime() - untilNanos > 0) {
-                recovering.decrementAndGet();
-                return;
-              }
-              CompletableFuture<List<Object>> resent;
-              try {
-                resent =
-                    batcher
-                        .submit(attempt.again())
-                        .orTimeout(timeout.toNanos(), TimeUnit.NANOSECONDS);
-              } catch (RuntimeException e) {
-                resent = CompletableFuture.failedFuture(e);
-              }
-              resent.whenComplete(
-                  (reply, failure) -> {
-                    Acquisition a = null;
-                    if (failure == null) {
-                      try {
-                        a = acquisition(reply);
-                      } catch (RuntimeException e) {
-                        failure = e;
-                      }
-                    }
-                    if (failure != null) {
-                      recoverLater(key, attempt, untilNanos);
-                      return;
-                    }
-                    recovering.decrementAndGet();
-                    if (a instanceof Acquisition.Acquired owned) {
-                      release(key, owned.token());
-                    }
-                  });
-            });
-  }
-
   @Override
   public CompletionStage<Settlement> complete(IdempotencyKey key, long token, byte[] response) {
     return call(
         key,
         () -> {
-          checkResponse(response);
+          codec.checkResponse(response);
           return batcher.submit(
-              new ScriptBatcher.Call('C', new byte[][] {recordKey(key)}, ascii(token), response));
+              new ScriptBatcher.Call(
+                  'C', new byte[][] {recordKey(key)}, ScriptCodec.ascii(token), response));
         },
-        RedisKeyStore::settlement);
+        ScriptCodec::settlement);
   }
 
   /**
@@ -294,17 +231,17 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
     return call(
         key,
         () -> {
-          checkResponse(response);
-          byte[][] keys = {recordKey(key), effectKey(effect)};
+          codec.checkResponse(response);
+          byte[][] keys = {recordKey(key), codec.effectKey(effect)};
           return batcher.submit(
-              new ScriptBatcher.Call('E', keys, effectArgs(token, response, effect)));
+              new ScriptBatcher.Call('E', keys, codec.effectArgs(token, response, effect)));
         },
         reply -> {
-          if (tag(reply).equals("E")) {
+          if (ScriptCodec.tag(reply).equals("E")) {
             throw new RedisEffectRefusedException(
-                key, effect, new String(bytes(reply, 1), StandardCharsets.UTF_8));
+                key, effect, new String(ScriptCodec.bytes(reply, 1), StandardCharsets.UTF_8));
           }
-          return settlement(reply);
+          return ScriptCodec.settlement(reply);
         });
   }
 
@@ -319,7 +256,7 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
     return call(
         key,
         () -> batcher.submit(new ScriptBatcher.Call('S', new byte[][] {recordKey(key)})),
-        RedisKeyStore::record);
+        ScriptCodec::record);
   }
 
   /**
@@ -327,7 +264,7 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
    * RedisEffect}'s key, starts with it.
    */
   public String hashTag() {
-    return hashTag;
+    return codec.hashTag();
   }
 
   /**
@@ -351,8 +288,9 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
         key,
         () ->
             batcher.submit(
-                new ScriptBatcher.Call('R', new byte[][] {recordKey(key)}, ascii(token))),
-        RedisKeyStore::settlement);
+                new ScriptBatcher.Call(
+                    'R', new byte[][] {recordKey(key)}, ScriptCodec.ascii(token))),
+        ScriptCodec::settlement);
   }
 
   @Override
@@ -360,11 +298,15 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
     return call(
         key,
         () -> {
-          long ms = millis("extension", extension);
+          long ms = ScriptCodec.millis("extension", extension);
           return batcher.submit(
-              new ScriptBatcher.Call('N', new byte[][] {recordKey(key)}, ascii(token), ascii(ms)));
+              new ScriptBatcher.Call(
+                  'N',
+                  new byte[][] {recordKey(key)},
+                  ScriptCodec.ascii(token),
+                  ScriptCodec.ascii(ms)));
         },
-        RedisKeyStore::settlement);
+        ScriptCodec::settlement);
   }
 
   /**
@@ -382,86 +324,6 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
   }
 
   /**
-   * The record's Redis key: {@code {prefix}:k:<scope length in bytes>:<scope>:<key>}. The length
-   * makes it unambiguous ("a:b"/"c" and "a"/"b:c" are two records); the hash tag keeps a namespace
-   * in one slot.
-   */
-  byte[] recordKey(IdempotencyKey key) {
-    require(key != null, "key must not be null");
-    byte[] scope = key.scope().getBytes(StandardCharsets.UTF_8);
-    byte[] name = key.key().getBytes(StandardCharsets.UTF_8);
-    byte[] len = (scope.length + ":").getBytes(StandardCharsets.US_ASCII);
-    byte[] out = new byte[recordPrefix.length + len.length + scope.length + 1 + name.length];
-    int at = 0;
-    for (byte[] part : new byte[][] {recordPrefix, len, scope, {':'}, name}) {
-      System.arraycopy(part, 0, out, at, part.length);
-      at += part.length;
-    }
-    return out;
-  }
-
-  private void checkResponse(byte[] response) {
-    require(
-        response != null && response.length <= maxResponseBytes,
-        "response must be at most "
-            + maxResponseBytes
-            + " bytes, got "
-            + (response == null ? "null" : response.length + " bytes"));
-  }
-
-  /**
-   * The effect's Redis key, if it lies in the namespace (the record's hash slot) and is none of the
-   * store's own keys.
-   */
-  private byte[] effectKey(RedisEffect effect) {
-    String k = effect.key();
-    require(
-        k != null && k.startsWith(hashTag),
-        "an effect's key must start with the namespace's hash tag " + hashTag + ", got " + k);
-    byte[] b = k.getBytes(StandardCharsets.UTF_8);
-    require(
-        !Arrays.equals(b, counterKey) && !startsWith(b, recordPrefix),
-        "an effect must not write the store's own keys ("
-            + hashTag
-            + ":k:..., "
-            + hashTag
-            + ":token), got "
-            + k);
-    return b;
-  }
-
-  private byte[][] effectArgs(long token, byte[] response, RedisEffect effect) {
-    byte[] t = ascii(token);
-    if (effect instanceof RedisEffect.Push p) {
-      return new byte[][] {t, response, utf8("RPUSH"), value(p.value())};
-    }
-    if (effect instanceof RedisEffect.SetValue p) {
-      return new byte[][] {t, response, utf8("SET"), value(p.value())};
-    }
-    if (effect instanceof RedisEffect.IncrementBy p) {
-      return new byte[][] {t, response, utf8("INCRBY"), ascii(p.delta())};
-    }
-    RedisEffect.HashField p = (RedisEffect.HashField) effect; // the last of a sealed set
-    return new byte[][] {t, response, utf8("HSET"), utf8(p.field()), value(p.value())};
-  }
-
-  private byte[] value(byte[] v) {
-    require(
-        v.length <= maxResponseBytes,
-        "an effect's value must be at most " + maxResponseBytes + " bytes, got " + v.length);
-    return v;
-  }
-
-  private static boolean startsWith(byte[] b, byte[] prefix) {
-    return b.length >= prefix.length
-        && Arrays.equals(b, 0, prefix.length, prefix, 0, prefix.length);
-  }
-
-  private static byte[] utf8(String s) {
-    return s.getBytes(StandardCharsets.UTF_8);
-  }
-
-  /**
    * A fresh attempt id: this store's 128 random bits (drawn once, so that no two stores share them
    * but with negligible chance), then a counter. Cheaper than a random UUID per call, which draws
    * from SecureRandom under a lock on the hot path.
@@ -473,7 +335,16 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
 
   /** The namespace's token counter key. */
   byte[] counterKey() {
-    return counterKey.clone();
+    return codec.counterKey().clone();
+  }
+
+  /**
+   * The record's Redis key (see {@link ScriptCodec#recordKey}).
+   *
+   * @throws IllegalArgumentException if {@code key} is null
+   */
+  byte[] recordKey(IdempotencyKey key) {
+    return codec.recordKey(key);
   }
 
   /** The batcher, for tests: how many scripts carried how many transitions. */
@@ -546,98 +417,6 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
           key, "Redis is at its maxmemory and refuses writes: " + t.getMessage(), false, t);
     }
     return new KeyStoreException(key, "Redis did not settle it: " + t, t);
-  }
-
-  private static Acquisition acquisition(List<Object> reply) {
-    switch (tag(reply)) {
-      case "A":
-        return new Acquisition.Acquired(number(reply, 1), number(reply, 2));
-      case "C":
-        return new Acquisition.Completed(bytes(reply, 1));
-      case "P":
-        return new Acquisition.InProgress(number(reply, 1));
-      case "M":
-        return new Acquisition.Mismatch();
-      default:
-        throw unexpected(reply);
-    }
-  }
-
-  private static Settlement settlement(List<Object> reply) {
-    switch (tag(reply)) {
-      case "D":
-        return new Settlement.Done(number(reply, 1));
-      case "F":
-        return new Settlement.Fenced(number(reply, 1));
-      case "C":
-        return new Settlement.Completed(bytes(reply, 1));
-      default:
-        throw unexpected(reply);
-    }
-  }
-
-  private static Optional<RedisKeyRecord> record(List<Object> reply) {
-    switch (tag(reply)) {
-      case "0":
-        return Optional.empty();
-      case "S":
-        return Optional.of(
-            new RedisKeyRecord(
-                new String(bytes(reply, 1), StandardCharsets.US_ASCII).equals("C"),
-                number(reply, 2),
-                number(reply, 3),
-                number(reply, 4),
-                number(reply, 5),
-                bytes(reply, 6),
-                bytes(reply, 7)));
-      default:
-        throw unexpected(reply);
-    }
-  }
-
-  private static String tag(List<Object> reply) {
-    if (reply == null || reply.isEmpty()) {
-      throw unexpected(reply);
-    }
-    return new String(bytes(reply, 0), StandardCharsets.US_ASCII);
-  }
-
-  private static byte[] bytes(List<Object> reply, int i) {
-    if (reply.size() <= i || !(reply.get(i) instanceof byte[] b)) {
-      throw unexpected(reply);
-    }
-    return b;
-  }
-
-  private static long number(List<Object> reply, int i) {
-    try {
-      return Long.parseLong(new String(bytes(reply, i), StandardCharsets.US_ASCII));
-    } catch (NumberFormatException e) {
-      throw unexpected(reply);
-    }
-  }
-
-  private static IllegalStateException unexpected(List<Object> reply) {
-    return new IllegalStateException(
-        "unexpected script reply " + (reply == null ? "null" : reply.size() + " elements"));
-  }
-
-  private static byte[] ascii(long n) {
-    return Long.toString(n).getBytes(StandardCharsets.US_ASCII);
-  }
-
-  private static long millis(String what, Duration d) {
-    if (d == null || d.toMillis() < 1 || d.compareTo(MAX_DURATION) > 0) {
-      throw new IllegalArgumentException(
-          what + " must be in [1 ms, " + MAX_DURATION.toDays() + " days], got " + d);
-    }
-    return d.toMillis();
-  }
-
-  private static void require(boolean ok, String message) {
-    if (!ok) {
-      throw new IllegalArgumentException(message);
-    }
   }
 
   /** Builds a {@link RedisKeyStore}. Not thread-safe. */

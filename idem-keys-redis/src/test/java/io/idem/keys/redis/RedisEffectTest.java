@@ -129,7 +129,10 @@ class RedisEffectTest {
         .anySatisfy(error -> assertThat(error).contains("incompatible"));
   }
 
-  /** Compiles {@code source} against this test's class path; the errors, empty if it compiled. */
+  /**
+   * Compiles {@code source} against this test's class path and module path; the errors, empty if it
+   * compiled.
+   */
   private static java.util.List<String> compile(String source) throws java.io.IOException {
     javax.tools.JavaCompiler javac = javax.tools.ToolProvider.getSystemJavaCompiler();
     javax.tools.DiagnosticCollector<javax.tools.JavaFileObject> errors =
@@ -145,16 +148,17 @@ class RedisEffectTest {
               return source;
             }
           };
-      javac
-          .getTask(
-              null,
-              null,
-              errors,
+      java.util.List<String> options =
+          new java.util.ArrayList<>(
               java.util.List.of(
-                  "-classpath", System.getProperty("java.class.path"), "-d", out.toString()),
-              null,
-              java.util.List.of(file))
-          .call();
+                  "-classpath", System.getProperty("java.class.path"), "-d", out.toString()));
+      // Run on the module path (the module has a module-info), the store's classes are there.
+      String modulePath = System.getProperty("jdk.module.path");
+      if (modulePath != null) {
+        options.addAll(
+            java.util.List.of("--module-path", modulePath, "--add-modules", "ALL-MODULE-PATH"));
+      }
+      javac.getTask(null, null, errors, options, null, java.util.List.of(file)).call();
       return errors.getDiagnostics().stream()
           .filter(d -> d.getKind() == javax.tools.Diagnostic.Kind.ERROR)
           .map(d -> d.getMessage(java.util.Locale.ROOT))

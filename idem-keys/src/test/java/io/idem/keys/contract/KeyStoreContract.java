@@ -1,8 +1,14 @@
-package io.idem.keys;
+package io.idem.keys.contract;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.idem.keys.Fingerprint;
+import io.idem.keys.IdempotencyKey;
+import io.idem.keys.IdempotentExecutor;
+import io.idem.keys.KeyInProgressException;
+import io.idem.keys.KeyStoreException;
+import io.idem.keys.StoredFailureException;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.KeyStore;
 import io.idem.keys.spi.Settlement;
