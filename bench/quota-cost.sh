@@ -11,7 +11,7 @@
 #   bench/quota-cost.sh --baseline JAR [--rounds 3] [--duration 30s] [--warmup 30s]
 #
 # Build a baseline with: git worktree add /tmp/base <commit> && (cd /tmp/base && ./mvnw -q package -DskipTests
-# -pl idem-cli -am) and pass /tmp/base/idem-cli/target/idem.jar. Environment: IDEM_JAVA_OPTS (JVM flags of the
+# -pl idem-lab -am) and pass /tmp/base/idem-lab/target/idem.jar (idem-cli/target/idem.jar before the lab split). Environment: IDEM_JAVA_OPTS (JVM flags of the
 # servers and the bench, as for ./idem), KEEP_DATA=1 keeps the data directories.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -4,8 +4,11 @@ import java.time.Duration;
 import picocli.CommandLine.ITypeConverter;
 import picocli.CommandLine.TypeConversionException;
 
-/** Parses {@code 500ms}, {@code 5s}, {@code 2m}, {@code 24h}: a positive duration. */
-class DurationConverter implements ITypeConverter<Duration> {
+/**
+ * Parses {@code 500ms}, {@code 5s}, {@code 2m}, {@code 24h}: a positive duration. Public for the
+ * lab's commands.
+ */
+public class DurationConverter implements ITypeConverter<Duration> {
   @Override
   public Duration convert(String value) {
     Duration d = parse(value);
@@ -16,7 +19,7 @@ class DurationConverter implements ITypeConverter<Duration> {
   }
 
   /** The same, zero allowed ({@code 0s}). */
-  static final class OrZero extends DurationConverter {
+  public static final class OrZero extends DurationConverter {
     @Override
     public Duration convert(String value) {
       Duration d = parse(value);

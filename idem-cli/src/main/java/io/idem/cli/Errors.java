@@ -5,11 +5,15 @@ import io.idem.client.FencedWriteException;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 
-/** Turns any failure into one line for a person: no stack traces on the command line. */
-final class Errors {
+/**
+ * Turns any failure into one line for a person: no stack traces on the command line. Public for the
+ * lab's commands.
+ */
+public final class Errors {
   private Errors() {}
 
-  static String oneLine(Throwable t) {
+  /** One line describing {@code t} (its cause, for completion wrappers), without a stack trace. */
+  public static String oneLine(Throwable t) {
     Throwable e = t;
     while ((e instanceof CompletionException || e instanceof ExecutionException)
         && e.getCause() != null) {

@@ -2,18 +2,20 @@ package io.idem.cli;
 
 import io.idem.server.Main;
 import java.io.PrintWriter;
+import java.util.function.BiFunction;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 
 /**
- * The {@code idem} command. Every subcommand has {@code --help}; errors are one line and exit 1 or
- * 2.
+ * The {@code idem} command of the server distribution: the server and the operator commands. Every
+ * subcommand has {@code --help}; errors are one line and exit 1 or 2. The lab's {@code IdemLab}
+ * (idem-lab) builds on {@link #commandLine} and adds its benchmarks, campaigns and demos.
  */
 @Command(
     name = "idem",
     mixinStandardHelpOptions = true,
     version = "idem 0.1.0",
-    description = "Exactly-once request processing: an Idem node, its client, and a demo.",
+    description = "Exactly-once request processing: an Idem node and its operator commands.",
     subcommands = {
       KvCommand.class,
       LeaseCommand.class,
@@ -22,9 +24,6 @@ import picocli.CommandLine.Command;
       ConfigCommand.class,
       AuthCommand.class,
       MemberCommand.class,
-      DemoCommand.class,
-      BenchCommand.class,
-      VerifyCommand.class,
       CommandLine.HelpCommand.class
     })
 public final class Idem implements Runnable {
@@ -36,7 +35,7 @@ public final class Idem implements Runnable {
   }
 
   /** Warnings and errors only, before any logger exists (slf4j-simple reads these once). */
-  static void quietLogs() {
+  public static void quietLogs() {
     System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "error");
     // The server jar's simplelogger.properties names these; a system property wins over it.
     System.setProperty("org.slf4j.simpleLogger.log.org.apache.ratis", "off");
@@ -48,10 +47,17 @@ public final class Idem implements Runnable {
     }
   }
 
-  /** Builds the command line with the project's error handling. */
-  static CommandLine commandLine(PrintWriter out, PrintWriter err) {
+  /**
+   * Builds the command line with the project's error handling, with {@code more} (picocli commands)
+   * added after the distribution's own: the lab adds its commands here, since picocli hands the
+   * streams and handlers set below only to the subcommands that exist when they are set.
+   */
+  public static CommandLine commandLine(PrintWriter out, PrintWriter err, Object... more) {
     CommandLine cli = new CommandLine(new Idem());
     cli.addSubcommand("server", new CommandLine(new Main()).setCommandName("server"));
+    for (Object command : more) {
+      cli.addSubcommand(command);
+    }
     cli.setOut(out);
     cli.setErr(err);
     cli.setParameterExceptionHandler(
@@ -87,12 +93,22 @@ public final class Idem implements Runnable {
 
   /** Entry point. */
   public static void main(String[] args) {
+    runAndExit(args, Idem::commandLine);
+  }
+
+  /**
+   * Runs {@code args} on the command line {@code build} makes, on standard output and error, and
+   * exits with its code. Every command but {@code server} runs with quiet logs: only the server is
+   * worth its logs, the rest print their own lines.
+   */
+  public static void runAndExit(
+      String[] args, BiFunction<PrintWriter, PrintWriter, CommandLine> build) {
     if (args.length > 0 && !args[0].equals("server")) {
-      quietLogs(); // only the server is worth its logs; the rest print their own lines
+      quietLogs();
     }
     PrintWriter out = new PrintWriter(System.out, true);
     PrintWriter err = new PrintWriter(System.err, true);
-    int code = commandLine(out, err).execute(args);
+    int code = build.apply(out, err).execute(args);
     out.flush();
     err.flush();
     System.exit(code);

@@ -6,8 +6,9 @@ import picocli.CommandLine.Option;
 
 /**
  * How a command secures its connections to the cluster: TLS, optionally with a client certificate.
+ * Public for the lab's commands, which reach a cluster the same way.
  */
-final class TlsOptions {
+public final class TlsOptions {
   @Option(
       names = "--tls-ca",
       defaultValue = "${env:IDEM_TLS_CA:-}",
@@ -28,7 +29,7 @@ final class TlsOptions {
   String tlsKey;
 
   /** The TLS settings given, or null for plaintext. */
-  ClientTls tls() {
+  public ClientTls tls() {
     if (tlsCa.isEmpty()) {
       if (!tlsCert.isEmpty() || !tlsKey.isEmpty()) {
         throw new IllegalArgumentException("--tls-cert and --tls-key need --tls-ca");

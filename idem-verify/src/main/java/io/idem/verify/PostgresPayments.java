@@ -8,7 +8,7 @@ import io.idem.keys.KeyInProgressException;
 import io.idem.keys.KeyMismatchException;
 import io.idem.keys.KeyStoreException;
 import io.idem.keys.postgres.PostgresKeyStore;
-import io.idem.testkit.PostgresServer;
+import io.idem.testkit.stores.PostgresServer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.sql.Connection;

@@ -1,6 +1,6 @@
 package io.idem.verify;
 
-import io.idem.testkit.RedisServer;
+import io.idem.testkit.stores.RedisServer;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Random;

@@ -3,8 +3,8 @@ package io.idem.examples.payments;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.idem.testkit.LocalCluster;
-import io.idem.testkit.PostgresServer;
-import io.idem.testkit.RedisServer;
+import io.idem.testkit.stores.PostgresServer;
+import io.idem.testkit.stores.RedisServer;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.api.StatefulRedisConnection;
 import java.net.URI;

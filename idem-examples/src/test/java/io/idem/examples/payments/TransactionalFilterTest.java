@@ -7,7 +7,7 @@ import io.idem.http.IdempotencyFilter;
 import io.idem.http.IdempotentRequest;
 import io.idem.http.TransactionalKeys;
 import io.idem.keys.postgres.PostgresKeyStore;
-import io.idem.testkit.PostgresServer;
+import io.idem.testkit.stores.PostgresServer;
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;

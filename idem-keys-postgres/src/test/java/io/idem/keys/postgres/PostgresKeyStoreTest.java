@@ -13,7 +13,7 @@ import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.KeyStore;
 import io.idem.keys.spi.Settlement;
 import io.idem.testkit.LocalCluster;
-import io.idem.testkit.PostgresServer;
+import io.idem.testkit.stores.PostgresServer;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;

@@ -10,7 +10,7 @@ import io.idem.keys.IdempotentExecutor;
 import io.idem.keys.KeyStoreException;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.Settlement;
-import io.idem.testkit.PostgresServer;
+import io.idem.testkit.stores.PostgresServer;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.PreparedStatement;

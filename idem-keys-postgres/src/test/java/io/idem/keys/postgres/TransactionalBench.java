@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.zaxxer.hikari.HikariDataSource;
 import io.idem.keys.Fingerprint;
 import io.idem.keys.IdempotencyKey;
-import io.idem.testkit.PostgresServer;
+import io.idem.testkit.stores.PostgresServer;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.PreparedStatement;

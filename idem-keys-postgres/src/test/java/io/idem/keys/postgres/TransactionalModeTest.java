@@ -12,7 +12,7 @@ import io.idem.keys.KeyMismatchException;
 import io.idem.keys.KeyStoreException;
 import io.idem.keys.StoredFailureException;
 import io.idem.keys.spi.Acquisition;
-import io.idem.testkit.PostgresServer;
+import io.idem.testkit.stores.PostgresServer;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;

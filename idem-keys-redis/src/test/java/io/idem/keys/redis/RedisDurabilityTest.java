@@ -7,7 +7,7 @@ import io.idem.keys.IdempotencyKey;
 import io.idem.keys.KeyStoreException;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.Settlement;
-import io.idem.testkit.RedisServer;
+import io.idem.testkit.stores.RedisServer;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.api.StatefulRedisConnection;
 import java.io.IOException;

@@ -8,7 +8,7 @@ import io.idem.keys.IdempotencyKey;
 import io.idem.keys.IdempotentExecutor;
 import io.idem.keys.KeyStoreException;
 import io.idem.keys.redis.RedisKeyStore;
-import io.idem.testkit.RedisServer;
+import io.idem.testkit.stores.RedisServer;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
