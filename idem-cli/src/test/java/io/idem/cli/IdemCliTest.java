@@ -47,7 +47,8 @@ class IdemCliTest {
   @Test
   void aLeaseExpiryReadsAsATimeAndADuration() {
     java.time.Clock clock =
-        java.time.Clock.fixed(Instant.parse("2026-03-04T05:06:07.250Z"), java.time.ZoneOffset.UTC);
+        java.time.Clock.fixed(
+            java.time.Instant.parse("2026-03-04T05:06:07.250Z"), java.time.ZoneOffset.UTC);
     long in30s = clock.millis() + 30_000;
     assertThat(LeaseCommand.expiry(in30s, clock))
         .isEqualTo(
