@@ -171,7 +171,9 @@ final class GreedyClient implements AutoCloseable {
    */
   static void limit(ProcessCluster cluster, Duration timeout) throws InterruptedException {
     if (cluster.clientTls() == null) {
-      cluster.configure(ConfigureRequest.newBuilder().setQuotas(ANONYMOUS_QUOTAS).build(), timeout);
+      cluster
+          .admin()
+          .configure(ConfigureRequest.newBuilder().setQuotas(ANONYMOUS_QUOTAS).build(), timeout);
       return;
     }
     Role role =
@@ -183,7 +185,7 @@ final class GreedyClient implements AutoCloseable {
                 Permission.newBuilder().setKind(Permission.Kind.KEY_SCOPE).setPrefix(SCOPE))
             .setQuotas(ROLE_QUOTAS)
             .build();
-    cluster.grant(PRINCIPAL, role, timeout);
+    cluster.admin().grant(PRINCIPAL, role, timeout);
   }
 
   /**
