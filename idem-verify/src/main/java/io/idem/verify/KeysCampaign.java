@@ -245,7 +245,7 @@ public final class KeysCampaign {
 
     /** Whether the checker must flag this run: a negative control (unfenced, or seed 001). */
     public boolean expectsViolations() {
-      return !fenced || PaymentStore.named(store).expectsViolations();
+      return !fenced || PaymentStore.named(store).capabilities().expectsViolations();
     }
   }
 
@@ -534,6 +534,7 @@ public final class KeysCampaign {
   }
 
   private void check(PaymentBackend backend, long started, List<Ack> acks, List<Violation> out) {
+    PaymentStore.Capabilities caps = store.capabilities();
     // Ledger entries by payment: i -> tags of its entries (tokens, or seed 001's payers).
     Map<Long, List<Long>> entries = new HashMap<>();
     for (int a = 0; a < s.accounts(); a++) {
@@ -563,7 +564,7 @@ public final class KeysCampaign {
                 "paid "
                     + tags.size()
                     + " times, "
-                    + (backend.hasTokens() ? "tokens " : "payers (process ids) ")
+                    + (caps.tokens() ? "tokens " : "payers (process ids) ")
                     + tags));
       }
       if (r.isEmpty() || !r.get().completed()) {
@@ -573,16 +574,16 @@ public final class KeysCampaign {
       if (tags.isEmpty()) {
         out.add(new Violation(Violation.Kind.LOST, key, "completed, but no ledger entry"));
       }
-      if (backend.keepsResponses()) {
+      if (caps.responses()) {
         stored.put(i, r.get().response());
       }
-      if (!backend.hasTokens()) {
+      if (!caps.tokens()) {
         continue;
       }
       long token = r.get().token();
       // The answer names the token the payment was made under: the completing owner's, or, where
       // a takeover owner reconciled (a fenced ledger), the earlier owner's whose entry it found.
-      long paidUnder = backend.keepsResponses() ? Payment.tagOf(r.get().response()) : token;
+      long paidUnder = caps.responses() ? Payment.tagOf(r.get().response()) : token;
       for (long t : tags) {
         if (t != paidUnder) {
           out.add(
@@ -596,7 +597,7 @@ public final class KeysCampaign {
                       + (paidUnder == token ? "" : ", answering for token " + paidUnder)));
         }
       }
-      if (backend.writesStatus()) {
+      if (caps.statusRecords()) {
         long statusToken = backend.statusToken(i).orElse(-1L);
         if (statusToken != token) {
           out.add(
@@ -607,7 +608,7 @@ public final class KeysCampaign {
         }
       }
     }
-    if (!backend.keepsResponses()) {
+    if (!caps.responses()) {
       return; // nothing to compare the answers with
     }
     for (Ack a : acks) {
