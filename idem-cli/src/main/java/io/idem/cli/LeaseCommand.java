@@ -1,6 +1,7 @@
 package io.idem.cli;
 
 import io.idem.client.IdemClient;
+import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.concurrent.Callable;
@@ -84,7 +85,12 @@ final class LeaseCommand {
    * hence "about".
    */
   static String expiry(long logTimeMs) {
-    Duration left = Duration.ofMillis(logTimeMs - System.currentTimeMillis());
+    return expiry(logTimeMs, Clock.systemUTC());
+  }
+
+  /** As {@link #expiry(long)}, how far ahead measured against {@code clock}. */
+  static String expiry(long logTimeMs, Clock clock) {
+    Duration left = Duration.ofMillis(logTimeMs - clock.millis());
     return "expires at "
         + Instant.ofEpochMilli(logTimeMs)
         + ", in about "

@@ -46,13 +46,17 @@ class IdemCliTest {
 
   @Test
   void aLeaseExpiryReadsAsATimeAndADuration() {
-    long in30s = System.currentTimeMillis() + 30_000;
-    assertThat(LeaseCommand.expiry(in30s))
-        .matches(
-            "expires at 20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z, in about (29|30)\\.[0-9] s"
-                + " \\(log time "
-                + in30s
-                + " ms\\)");
+    java.time.Clock clock =
+        java.time.Clock.fixed(
+            java.time.Instant.parse("2026-03-04T05:06:07.250Z"), java.time.ZoneOffset.UTC);
+    long in30s = clock.millis() + 30_000;
+    assertThat(LeaseCommand.expiry(in30s, clock))
+        .isEqualTo(
+            "expires at 2026-03-04T05:06:37.250Z, in about 30.0 s (log time " + in30s + " ms)");
+    long past = clock.millis() - 1_500;
+    assertThat(LeaseCommand.expiry(past, clock))
+        .isEqualTo(
+            "expires at 2026-03-04T05:06:05.750Z, in about -1.5 s (log time " + past + " ms)");
   }
 
   @Test

@@ -83,7 +83,12 @@ class IdempotentExecutorTest {
 
   @Test
   void aConcurrentDuplicateWaitsForTheResultWhenAskedTo() throws Exception {
-    executor = IdempotentExecutor.builder(realTime).waitForResult(Duration.ofSeconds(10)).build();
+    // The first call is released only after the store has told the duplicate "in progress" twice:
+    // the duplicate met the held key, did not give up, and asked again. It is known to be waiting,
+    // not arriving after the completion.
+    CountDownLatch toldInProgressTwice = new CountDownLatch(2);
+    KeyStore<Runnable> watched = countingInProgress(realTime, toldInProgressTwice);
+    executor = IdempotentExecutor.builder(watched).waitForResult(Duration.ofSeconds(10)).build();
     CountDownLatch started = new CountDownLatch(1);
     CountDownLatch finish = new CountDownLatch(1);
     CompletableFuture<String> first =
@@ -102,10 +107,51 @@ class IdempotentExecutorTest {
     assertThat(started.await(10, TimeUnit.SECONDS)).isTrue();
     CompletableFuture<String> duplicate =
         async(() -> executor.execute(KEY, FP, TEXT, charge("never")));
-    finish.countDown();
+    try {
+      assertThat(toldInProgressTwice.await(10, TimeUnit.SECONDS))
+          .as("the duplicate asked again after the store told it the key is in progress")
+          .isTrue();
+      assertThat(duplicate).as("the duplicate is waiting").isNotDone();
+    } finally {
+      finish.countDown();
+    }
     assertThat(duplicate.get(10, TimeUnit.SECONDS)).isEqualTo("r1");
     assertThat(first.get(10, TimeUnit.SECONDS)).isEqualTo("r1");
     assertThat(runs).hasValue(1);
+  }
+
+  /** {@code inner}, counting {@code told} down at each acquire it answers with "in progress". */
+  private static KeyStore<Runnable> countingInProgress(CoreKeyStore inner, CountDownLatch told) {
+    return new KeyStore<>() {
+      @Override
+      public CompletionStage<Acquisition> acquire(
+          IdempotencyKey k, Fingerprint f, Duration t, Duration r) {
+        return inner
+            .acquire(k, f, t, r)
+            .thenApply(
+                a -> {
+                  if (a instanceof Acquisition.InProgress) {
+                    told.countDown();
+                  }
+                  return a;
+                });
+      }
+
+      @Override
+      public CompletionStage<Settlement> complete(IdempotencyKey k, long token, byte[] response) {
+        return inner.complete(k, token, response);
+      }
+
+      @Override
+      public CompletionStage<Settlement> release(IdempotencyKey k, long token) {
+        return inner.release(k, token);
+      }
+
+      @Override
+      public CompletionStage<Settlement> renew(IdempotencyKey k, long token, Duration extension) {
+        return inner.renew(k, token, extension);
+      }
+    };
   }
 
   static CompletableFuture<String> async(java.util.concurrent.Callable<String> call) {

@@ -18,17 +18,11 @@ import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.TimeoutOptions;
-import java.io.BufferedWriter;
-import java.io.IOException;
 import java.io.PrintWriter;
-import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 import java.time.Duration;
-import java.time.Instant;
-import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
@@ -802,7 +796,8 @@ final class BenchCommand implements Callable<Integer> {
     AtomicLong inFlight = new AtomicLong();
     long warmupEnd = System.nanoTime() + warmup.toNanos();
     long end = warmupEnd + duration.toNanos();
-    Lanes lanes = new Lanes(target, end, warmupEnd, recorder, done, errors, firstError, inFlight);
+    BenchLanes lanes =
+        new BenchLanes(target, end, warmupEnd, recorder, done, errors, firstError, inFlight);
     for (int i = 0; i < sessions; i++) {
       AtomicLong counter = new AtomicLong();
       for (int lane = 0; lane < window; lane++) {
@@ -813,7 +808,7 @@ final class BenchCommand implements Callable<Integer> {
     long lastDone = 0;
     Histogram h = new Histogram(3);
     Histogram second = null;
-    try (Timeline line = Timeline.open(timeline, target.name() + " " + workloadName())) {
+    try (BenchTimeline line = BenchTimeline.open(timeline, target.name() + " " + workloadName())) {
       while (System.nanoTime() < end) {
         TimeUnit.NANOSECONDS.sleep(Math.max(0, Math.min(end, nextTick) - System.nanoTime()));
         long now = System.nanoTime();
@@ -896,43 +891,6 @@ final class BenchCommand implements Callable<Integer> {
     return errors.get() == 0 ? 0 : 1;
   }
 
-  /** The closed loops of one run: each issues an operation and, on completion, the next. */
-  private record Lanes(
-      BenchTarget target,
-      long end,
-      long warmupEnd,
-      Recorder recorder,
-      AtomicLong done,
-      AtomicLong errors,
-      AtomicReference<Throwable> firstError,
-      AtomicLong inFlight) {
-
-    void issue(int session, AtomicLong counter) {
-      long t0 = System.nanoTime();
-      if (t0 >= end) {
-        return;
-      }
-      inFlight.incrementAndGet();
-      target
-          .op(session, counter.getAndIncrement())
-          .whenComplete(
-              (r, e) -> {
-                long t1 = System.nanoTime();
-                if (e != null) {
-                  errors.incrementAndGet();
-                  firstError.compareAndSet(null, e);
-                } else if (t0 >= warmupEnd && t1 < end) {
-                  recorder.recordValue(Math.max(1, (t1 - t0) / 1_000));
-                  done.incrementAndGet();
-                }
-                inFlight.decrementAndGet();
-                if (e == null) { // a failed lane stops: the run reports errors and exits non-zero
-                  issue(session, counter);
-                }
-              });
-    }
-  }
-
   private CompletableFuture<?> op(IdemClient c, int session, long n, byte[] value) {
     Workload w = workload == Workload.mixed ? Workload.values()[(int) (n % 3)] : workload;
     return switch (w) {
@@ -984,7 +942,8 @@ final class BenchCommand implements Callable<Integer> {
     return workload == Workload.keys ? "keyed operations" : "writes";
   }
 
-  private static double ms(Histogram h, double percentile) {
+  /** {@code percentile} of {@code h} (microseconds) in milliseconds; 0 for an empty one. */
+  static double ms(Histogram h, double percentile) {
     return h.getTotalCount() == 0 ? 0 : h.getValueAtPercentile(percentile) / 1000.0;
   }
 
@@ -1003,63 +962,5 @@ final class BenchCommand implements Callable<Integer> {
         unit(),
         now < warmupEnd ? "(warm-up) " : "          ");
     out.flush();
-  }
-
-  /** The per-second lines of {@code --timeline}, or nothing when the option is not given. */
-  private static final class Timeline implements AutoCloseable {
-    private final BufferedWriter out;
-
-    private Timeline(BufferedWriter out) {
-      this.out = out;
-    }
-
-    static Timeline open(Path file, String run) {
-      if (file == null) {
-        return new Timeline(null);
-      }
-      try {
-        BufferedWriter w =
-            Files.newBufferedWriter(
-                file, StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
-        w.write("# " + run + ", started " + Instant.now() + "\n");
-        w.write("time,ops,p50_ms,p99_ms,max_ms\n");
-        w.flush();
-        return new Timeline(w);
-      } catch (IOException e) {
-        throw new UncheckedIOException("cannot write the timeline " + file, e);
-      }
-    }
-
-    /** One line for the operations that completed in the second that just ended. */
-    void write(Histogram second) {
-      if (out == null) {
-        return;
-      }
-      try {
-        out.write(
-            String.format(
-                Locale.ROOT,
-                "%s,%d,%.3f,%.3f,%.3f\n",
-                Instant.now().truncatedTo(ChronoUnit.MILLIS),
-                second.getTotalCount(),
-                ms(second, 50),
-                ms(second, 99),
-                second.getTotalCount() == 0 ? 0 : second.getMaxValue() / 1000.0));
-        out.flush();
-      } catch (IOException e) {
-        throw new UncheckedIOException("cannot write the timeline", e);
-      }
-    }
-
-    @Override
-    public void close() {
-      if (out != null) {
-        try {
-          out.close();
-        } catch (IOException e) {
-          throw new UncheckedIOException("cannot close the timeline", e);
-        }
-      }
-    }
   }
 }

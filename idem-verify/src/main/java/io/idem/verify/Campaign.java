@@ -297,7 +297,7 @@ public final class Campaign {
       // Three JVMs starting at once took 50-55 s to serve on the shared machine at a load average
       // of 25-30 (server logs), past a minute's wait for a leader.
       watch.awaitLeader(Duration.ofSeconds(180));
-      cl.grantClients(Duration.ofSeconds(60));
+      cl.admin().grantClients(Duration.ofSeconds(60));
       if (settings.greedyClients() > 0) {
         GreedyClient.limit(cl, Duration.ofSeconds(60));
       }

@@ -13,7 +13,6 @@ import io.idem.client.IdemClient;
 import io.idem.client.IdemException;
 import io.idem.client.KeyAcquisition;
 import io.idem.client.NoSpaceException;
-import io.idem.client.NotSentException;
 import io.idem.client.QuotaExceededException;
 import io.idem.proto.AcquireKey;
 import io.idem.proto.ClientFrame;
@@ -33,7 +32,6 @@ import io.idem.proto.ServerFrame;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -43,9 +41,6 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.concurrent.atomic.LongAdder;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import javax.net.ssl.SSLException;
 
 /**
@@ -147,13 +142,12 @@ final class GreedyClient implements AutoCloseable {
   private static final Duration CALL_TIMEOUT = Duration.ofSeconds(5);
   private static final Duration ROUND_PAUSE_MIN = Duration.ofSeconds(1);
   private static final byte[] FINGERPRINT = "greedy".getBytes(StandardCharsets.UTF_8);
-  private static final Pattern QUOTA_NAME = Pattern.compile("quota (\\w+)");
 
   private final List<String> servers;
   private final ClientTls tls;
   private final long seed;
   private final long end;
-  private final Tally tally = new Tally();
+  private final GreedyCounts.Tally tally = new GreedyCounts.Tally();
   private final Map<String, ManagedChannel> channels = new ConcurrentHashMap<>();
   private final IdemClient client;
   private final List<Thread> threads = new ArrayList<>();
@@ -171,7 +165,9 @@ final class GreedyClient implements AutoCloseable {
    */
   static void limit(ProcessCluster cluster, Duration timeout) throws InterruptedException {
     if (cluster.clientTls() == null) {
-      cluster.configure(ConfigureRequest.newBuilder().setQuotas(ANONYMOUS_QUOTAS).build(), timeout);
+      cluster
+          .admin()
+          .configure(ConfigureRequest.newBuilder().setQuotas(ANONYMOUS_QUOTAS).build(), timeout);
       return;
     }
     Role role =
@@ -183,7 +179,7 @@ final class GreedyClient implements AutoCloseable {
                 Permission.newBuilder().setKind(Permission.Kind.KEY_SCOPE).setPrefix(SCOPE))
             .setQuotas(ROLE_QUOTAS)
             .build();
-    cluster.grant(PRINCIPAL, role, timeout);
+    cluster.admin().grant(PRINCIPAL, role, timeout);
   }
 
   /**
@@ -577,70 +573,6 @@ final class GreedyClient implements AutoCloseable {
           .build();
     } catch (SSLException e) {
       throw new IllegalStateException("cannot use the greedy client's certificate", e);
-    }
-  }
-
-  /** The counts, from any thread. */
-  private static final class Tally {
-    private final LongAdder successes = new LongAdder();
-    private final Map<String, LongAdder> quota = new ConcurrentHashMap<>();
-    private final LongAdder noSpace = new LongAdder();
-    private final LongAdder cutOffs = new LongAdder();
-    private final LongAdder notCut = new LongAdder();
-    private final Map<String, LongAdder> other = new ConcurrentHashMap<>();
-
-    /** A client call ended: OK if {@code failure} is null. */
-    void answered(Throwable failure) {
-      Throwable e = Workloads.unwrap(failure);
-      if (e == null) {
-        successes.increment();
-      } else if (e instanceof QuotaExceededException) {
-        quota(e.getMessage());
-      } else if (e instanceof NoSpaceException) {
-        noSpace.increment();
-      } else if (e instanceof NotSentException n) {
-        other("NotSentException " + n.reason());
-      } else {
-        other(e.getClass().getSimpleName());
-      }
-    }
-
-    /** The server answered {@code code}. */
-    void refused(Code code, String message) {
-      switch (code) {
-        case OK -> successes.increment();
-        case QUOTA_EXCEEDED -> quota(message);
-        case NO_SPACE -> noSpace.increment();
-        default -> other(code.name());
-      }
-    }
-
-    private void quota(String message) {
-      Matcher m = QUOTA_NAME.matcher(String.valueOf(message));
-      quota.computeIfAbsent(m.find() ? m.group(1) : "?", k -> new LongAdder()).increment();
-    }
-
-    void cutOff() {
-      cutOffs.increment();
-    }
-
-    void notCut() {
-      notCut.increment();
-    }
-
-    void other(String what) {
-      other.computeIfAbsent(what, k -> new LongAdder()).increment();
-    }
-
-    GreedyCounts counts() {
-      return new GreedyCounts(
-          successes.sum(), sums(quota), noSpace.sum(), cutOffs.sum(), notCut.sum(), sums(other));
-    }
-
-    private static Map<String, Long> sums(Map<String, LongAdder> m) {
-      Map<String, Long> out = new HashMap<>();
-      m.forEach((k, v) -> out.put(k, v.sum()));
-      return out;
     }
   }
 }

@@ -1,7 +1,16 @@
 package io.idem.verify;
 
+import io.idem.client.NoSpaceException;
+import io.idem.client.NotSentException;
+import io.idem.client.QuotaExceededException;
+import io.idem.proto.Code;
+import java.util.HashMap;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * What a campaign's greedy client ({@link GreedyClient}) got: its calls answered OK, its refusals
@@ -54,5 +63,71 @@ public record GreedyCounts(
         + streamsNotCut
         + "), other errors "
         + new TreeMap<>(otherErrors);
+  }
+
+  /** The counts as a greedy client gathers them, from any thread. */
+  static final class Tally {
+    private static final Pattern QUOTA_NAME = Pattern.compile("quota (\\w+)");
+
+    private final LongAdder successes = new LongAdder();
+    private final Map<String, LongAdder> quota = new ConcurrentHashMap<>();
+    private final LongAdder noSpace = new LongAdder();
+    private final LongAdder cutOffs = new LongAdder();
+    private final LongAdder notCut = new LongAdder();
+    private final Map<String, LongAdder> other = new ConcurrentHashMap<>();
+
+    /** A client call ended: OK if {@code failure} is null. */
+    void answered(Throwable failure) {
+      Throwable e = Workloads.unwrap(failure);
+      if (e == null) {
+        successes.increment();
+      } else if (e instanceof QuotaExceededException) {
+        quota(e.getMessage());
+      } else if (e instanceof NoSpaceException) {
+        noSpace.increment();
+      } else if (e instanceof NotSentException n) {
+        other("NotSentException " + n.reason());
+      } else {
+        other(e.getClass().getSimpleName());
+      }
+    }
+
+    /** The server answered {@code code}. */
+    void refused(Code code, String message) {
+      switch (code) {
+        case OK -> successes.increment();
+        case QUOTA_EXCEEDED -> quota(message);
+        case NO_SPACE -> noSpace.increment();
+        default -> other(code.name());
+      }
+    }
+
+    private void quota(String message) {
+      Matcher m = QUOTA_NAME.matcher(String.valueOf(message));
+      quota.computeIfAbsent(m.find() ? m.group(1) : "?", k -> new LongAdder()).increment();
+    }
+
+    void cutOff() {
+      cutOffs.increment();
+    }
+
+    void notCut() {
+      notCut.increment();
+    }
+
+    void other(String what) {
+      other.computeIfAbsent(what, k -> new LongAdder()).increment();
+    }
+
+    GreedyCounts counts() {
+      return new GreedyCounts(
+          successes.sum(), sums(quota), noSpace.sum(), cutOffs.sum(), notCut.sum(), sums(other));
+    }
+
+    private static Map<String, Long> sums(Map<String, LongAdder> m) {
+      Map<String, Long> out = new HashMap<>();
+      m.forEach((k, v) -> out.put(k, v.sum()));
+      return out;
+    }
   }
 }

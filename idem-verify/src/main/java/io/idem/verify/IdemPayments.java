@@ -51,8 +51,8 @@ final class IdemPayments implements PaymentStore {
   }
 
   @Override
-  public boolean expectsViolations() {
-    return false;
+  public Capabilities capabilities() {
+    return Capabilities.IDEM;
   }
 
   @Override
@@ -305,23 +305,8 @@ final class IdemPayments implements PaymentStore {
     }
 
     @Override
-    public boolean hasTokens() {
-      return true;
-    }
-
-    @Override
-    public boolean keepsResponses() {
-      return true;
-    }
-
-    @Override
     public Optional<Long> statusToken(long i) {
       return client.get("payment/" + i).map(v -> Long.parseLong(v.valueAsString()));
-    }
-
-    @Override
-    public boolean writesStatus() {
-      return true;
     }
 
     @Override

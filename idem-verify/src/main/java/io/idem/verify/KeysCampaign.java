@@ -11,7 +11,6 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 import java.util.Random;
 import java.util.Set;
 import java.util.TreeMap;
@@ -245,7 +244,7 @@ public final class KeysCampaign {
 
     /** Whether the checker must flag this run: a negative control (unfenced, or seed 001). */
     public boolean expectsViolations() {
-      return !fenced || PaymentStore.named(store).expectsViolations();
+      return !fenced || PaymentStore.named(store).capabilities().expectsViolations();
     }
   }
 
@@ -470,15 +469,12 @@ public final class KeysCampaign {
     }
   }
 
-  /** One worker answer: payment {@code i} answered {@code response}. */
-  private record Ack(long i, String response, int worker) {}
-
   /**
    * Settles every started payment (without faults: a payment left in progress by a killed worker is
    * taken over after its deadline), then checks.
    */
   private Report settleAndCheck(String servers) throws IOException {
-    List<Ack> acks = new ArrayList<>();
+    List<PaymentsChecker.Ack> acks = new ArrayList<>();
     long refusals = 0;
     long late = 0;
     long started = -1;
@@ -493,7 +489,7 @@ public final class KeysCampaign {
             case "start" -> started = Math.max(started, Long.parseLong(f[2]));
             case "ack" -> {
               if (f.length == 4) {
-                acks.add(new Ack(Long.parseLong(f[2]), f[3], w));
+                acks.add(new PaymentsChecker.Ack(Long.parseLong(f[2]), f[3], w));
               }
             }
             case "refused" -> {
@@ -519,7 +515,8 @@ public final class KeysCampaign {
               new Violation(Violation.Kind.LOST, PaymentWorker.key(i), "could not be settled"));
         }
       }
-      check(backend, started, acks, violations);
+      new PaymentsChecker(s.accounts(), store.capabilities())
+          .check(backend, started, acks, violations);
     }
     return new Report(
         s.seed(),
@@ -531,94 +528,5 @@ public final class KeysCampaign {
         Map.copyOf(faults),
         List.copyOf(violations),
         dir);
-  }
-
-  private void check(PaymentBackend backend, long started, List<Ack> acks, List<Violation> out) {
-    // Ledger entries by payment: i -> tags of its entries (tokens, or seed 001's payers).
-    Map<Long, List<Long>> entries = new HashMap<>();
-    for (int a = 0; a < s.accounts(); a++) {
-      for (String e : backend.ledger(a)) {
-        String[] f = e.split(":");
-        long i = Long.parseLong(f[0]);
-        Payment p = Payment.of(i, s.accounts());
-        if (p.account() != a || Long.parseLong(f[1]) != p.amount()) {
-          out.add(
-              new Violation(
-                  Violation.Kind.PHANTOM, "ledger/" + a, "an entry nobody wrote: " + f[0]));
-        }
-        entries.computeIfAbsent(i, k -> new ArrayList<>()).add(Long.parseLong(f[2]));
-      }
-    }
-    Map<Long, String> stored = new HashMap<>();
-    for (long i = 0; i <= started; i++) {
-      Payment p = Payment.of(i, s.accounts());
-      String key = p.key();
-      Optional<PaymentBackend.KeyState> r = backend.key(p);
-      List<Long> tags = entries.getOrDefault(i, List.of());
-      if (tags.size() > 1) {
-        out.add(
-            new Violation(
-                Violation.Kind.DUPLICATE,
-                key,
-                "paid "
-                    + tags.size()
-                    + " times, "
-                    + (backend.hasTokens() ? "tokens " : "payers (process ids) ")
-                    + tags));
-      }
-      if (r.isEmpty() || !r.get().completed()) {
-        out.add(new Violation(Violation.Kind.LOST, key, "no completed key record"));
-        continue;
-      }
-      if (tags.isEmpty()) {
-        out.add(new Violation(Violation.Kind.LOST, key, "completed, but no ledger entry"));
-      }
-      if (backend.keepsResponses()) {
-        stored.put(i, r.get().response());
-      }
-      if (!backend.hasTokens()) {
-        continue;
-      }
-      long token = r.get().token();
-      // The answer names the token the payment was made under: the completing owner's, or, where
-      // a takeover owner reconciled (a fenced ledger), the earlier owner's whose entry it found.
-      long paidUnder = backend.keepsResponses() ? Payment.tagOf(r.get().response()) : token;
-      for (long t : tags) {
-        if (t != paidUnder) {
-          out.add(
-              new Violation(
-                  Violation.Kind.STALE_WRITE,
-                  key,
-                  "a ledger entry of token "
-                      + t
-                      + "; the key was completed under "
-                      + token
-                      + (paidUnder == token ? "" : ", answering for token " + paidUnder)));
-        }
-      }
-      if (backend.writesStatus()) {
-        long statusToken = backend.statusToken(i).orElse(-1L);
-        if (statusToken != token) {
-          out.add(
-              new Violation(
-                  Violation.Kind.STALE_WRITE,
-                  "payment/" + i,
-                  "status written by token " + statusToken + "; completed under " + token));
-        }
-      }
-    }
-    if (!backend.keepsResponses()) {
-      return; // nothing to compare the answers with
-    }
-    for (Ack a : acks) {
-      String want = stored.get(a.i());
-      if (!a.response().equals(want)) {
-        out.add(
-            new Violation(
-                Violation.Kind.LOST,
-                PaymentWorker.key(a.i()),
-                "worker " + a.worker() + " answered \"" + a.response() + "\"; stored: " + want));
-      }
-    }
   }
 }

@@ -1,5 +1,6 @@
 package io.idem.verify;
 
+import io.idem.keys.IdempotencyKey;
 import java.nio.charset.StandardCharsets;
 
 /**
@@ -21,6 +22,11 @@ record Payment(long i, int account, long amount) {
   /** The idempotency key: {@code pay-i}. */
   String key() {
     return PaymentWorker.key(i);
+  }
+
+  /** The key as the library's stores take it: {@code pay-i} in {@link IdemPayments#SCOPE}. */
+  IdempotencyKey idempotencyKey() {
+    return new IdempotencyKey(IdemPayments.SCOPE, key());
   }
 
   /** What the duplicates must agree on: account and amount. */

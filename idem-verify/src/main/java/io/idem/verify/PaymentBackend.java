@@ -82,23 +82,14 @@ interface PaymentBackend extends AutoCloseable {
   /** Payment {@code p}'s key record, if there is one. */
   Optional<KeyState> key(Payment p);
 
-  /** Whether the store hands out fencing tokens (the checker then compares them). */
-  boolean hasTokens();
-
-  /** Whether the store keeps each key's response (the checker then compares the answers). */
-  boolean keepsResponses();
-
   /**
    * The token in payment {@code i}'s status record, written by its owner before the completion,
-   * fenced where the store can fence a write of its own (Idem); empty where this store writes no
-   * status record, or none was written.
+   * fenced where the store can fence a write of its own (Idem); empty where none was written, and
+   * always on a store without status records ({@link PaymentStore.Capabilities#statusRecords}).
    */
-  Optional<Long> statusToken(long i);
-
-  /**
-   * Whether this store writes status records ({@link #statusToken}; the checker then checks them).
-   */
-  boolean writesStatus();
+  default Optional<Long> statusToken(long i) {
+    return Optional.empty();
+  }
 
   @Override
   void close();

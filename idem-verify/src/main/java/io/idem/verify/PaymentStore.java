@@ -37,8 +37,43 @@ interface PaymentStore {
   /** Its name on the command line and in reports. */
   String name();
 
-  /** Whether the checker must flag this store: it is a negative control (seed 001). */
-  boolean expectsViolations();
+  /** What the store's records hold for the checker, and whether it is a negative control. */
+  Capabilities capabilities();
+
+  /**
+   * What a store's records let the checker compare.
+   *
+   * @param tokens the store hands out fencing tokens (else the ledger's tags are the payers'
+   *     process ids), and the checker compares them
+   * @param responses the store keeps each key's response, and the checker compares the answers
+   * @param statusRecords each owner writes a status record ({@link PaymentBackend#statusToken}),
+   *     and the checker checks it
+   * @param expectsViolations the checker must flag this store: it is a negative control (seed 001)
+   */
+  record Capabilities(
+      boolean tokens, boolean responses, boolean statusRecords, boolean expectsViolations) {
+    /** Idem: tokens, responses and fenced status records. */
+    static final Capabilities IDEM = new Capabilities(true, true, true, false);
+
+    /** A store of the library without fenced writes of its own (Redis, PostgreSQL). */
+    static final Capabilities KEY_STORE = new Capabilities(true, true, false, false);
+
+    /** Seed 001: no token, no response, and the violations it is there to show. */
+    static final Capabilities SEED_001 = new Capabilities(false, false, false, true);
+  }
+
+  /**
+   * Refuses {@code writes} other than {@link Writes#FENCED_COMPLETION}, for {@code store}, a store
+   * whose only negative control is the store seed001.
+   */
+  static void requireFencedCompletion(String store, Writes writes) {
+    if (writes != Writes.FENCED_COMPLETION) {
+      throw new IllegalArgumentException(
+          "the "
+              + store
+              + " store has no unfenced mode; its negative control is the store seed001");
+    }
+  }
 
   /** Starts the store's servers, their data and logs under {@code dir}; returns once they serve. */
   Servers start(Path dir) throws Exception;

@@ -3,7 +3,6 @@ package io.idem.verify;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import io.idem.keys.Fingerprint;
-import io.idem.keys.IdempotencyKey;
 import io.idem.keys.KeyInProgressException;
 import io.idem.keys.KeyMismatchException;
 import io.idem.keys.KeyStoreException;
@@ -51,8 +50,8 @@ final class PostgresPayments implements PaymentStore {
   }
 
   @Override
-  public boolean expectsViolations() {
-    return false;
+  public Capabilities capabilities() {
+    return Capabilities.KEY_STORE;
   }
 
   @Override
@@ -88,10 +87,7 @@ final class PostgresPayments implements PaymentStore {
 
   @Override
   public PaymentBackend connect(String address, Writes writes, boolean settler) {
-    if (writes != Writes.FENCED_COMPLETION) {
-      throw new IllegalArgumentException(
-          "the postgres store has no unfenced mode; its negative control is the store seed001");
-    }
+    PaymentStore.requireFencedCompletion("postgres", writes);
     Duration timeout = Duration.ofSeconds(settler ? 30 : 2);
     HikariDataSource pool = pool(address, 8, timeout);
     PostgresKeyStore store =
@@ -149,10 +145,6 @@ final class PostgresPayments implements PaymentStore {
       this.store = store;
     }
 
-    private static IdempotencyKey idempotencyKey(Payment p) {
-      return new IdempotencyKey(IdemPayments.SCOPE, p.key());
-    }
-
     @Override
     public Claim acquire(Payment p, Duration inProgress) {
       Optional<KeyState> k = key(p);
@@ -170,7 +162,7 @@ final class PostgresPayments implements PaymentStore {
         byte[] response =
             store.inTransaction(
                 c,
-                idempotencyKey(p),
+                p.idempotencyKey(),
                 Fingerprint.of(p.fingerprint()),
                 (tx, drawn) -> {
                   try (PreparedStatement s =
@@ -237,26 +229,6 @@ final class PostgresPayments implements PaymentStore {
       } catch (SQLException e) {
         throw new Unavailable("key " + p.key() + ": " + e.getMessage(), e);
       }
-    }
-
-    @Override
-    public boolean hasTokens() {
-      return true;
-    }
-
-    @Override
-    public boolean keepsResponses() {
-      return true;
-    }
-
-    @Override
-    public Optional<Long> statusToken(long i) {
-      return Optional.empty();
-    }
-
-    @Override
-    public boolean writesStatus() {
-      return false;
     }
 
     @Override

@@ -1,27 +1,17 @@
 package io.idem.verify;
 
 import io.grpc.ManagedChannel;
-import io.grpc.netty.shaded.io.grpc.netty.GrpcSslContexts;
-import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.idem.client.ClientTls;
 import io.idem.client.ClusterStatus;
 import io.idem.client.IdemClient;
 import io.idem.client.MembershipChange;
-import io.idem.proto.AuthRequest;
-import io.idem.proto.Code;
-import io.idem.proto.ConfigureRequest;
 import io.idem.proto.IdemGrpc;
-import io.idem.proto.Permission;
-import io.idem.proto.Role;
 import io.idem.proto.StatusReply;
 import io.idem.proto.StatusRequest;
-import io.idem.proto.UserRoles;
 import io.idem.testkit.FaultProxy;
-import io.idem.testkit.RawSession;
 import io.idem.testkit.TestCertificates;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -30,7 +20,6 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Function;
 import java.util.stream.Stream;
 
 /**
@@ -52,19 +41,9 @@ public final class ProcessCluster implements AutoCloseable {
   private final Path dir;
 
   // One slot per node, by index. A slot keeps its index for the cluster's life; a replaced node's
-  // slot takes the new member (a new id, new ports, a new proxy), and a removed node's slot stays,
-  // stopped, with removed set.
-  private final List<String> ids = new ArrayList<>();
-  private final List<String> listenAddresses = new ArrayList<>();
-  private final List<String> raftAddresses = new ArrayList<>();
-  private final List<FaultProxy> proxies = new ArrayList<>();
-  private final List<Boolean> joiners = new ArrayList<>();
-  private final List<Boolean> members = new ArrayList<>();
-  private final List<Boolean> removed = new ArrayList<>();
-  private final List<Process> processes = new ArrayList<>();
-  private final List<Boolean> paused = new ArrayList<>();
-  private final List<ManagedChannel> statusChannels = new ArrayList<>();
-  private final List<List<String>> extraArgs = new ArrayList<>();
+  // slot takes the new member (a new Node: a new id, new ports, a new proxy), and a removed node's
+  // slot stays, stopped, with removed set.
+  private final List<Node> nodes = new ArrayList<>();
   private final PeerNetwork network = new PeerNetwork(List.of());
   private final int snapshotEvery;
   private int lastId;
@@ -99,21 +78,10 @@ public final class ProcessCluster implements AutoCloseable {
 
   /** A slot for a node with a new id and new ports and links; returns its index. */
   private int newSlot(boolean joiner) {
-    String listen = "127.0.0.1:" + freePort();
-    String raft = "127.0.0.1:" + freePort();
-    ids.add("n" + ++lastId);
-    listenAddresses.add(listen);
-    raftAddresses.add(raft);
-    proxies.add(FaultProxy.start(listen));
-    network.add(raft);
-    joiners.add(joiner);
-    members.add(!joiner);
-    removed.add(false);
-    processes.add(null);
-    paused.add(false);
-    statusChannels.add(null);
-    extraArgs.add(List.of());
-    return ids.size() - 1;
+    Node node = new Node("n" + ++lastId, joiner, List.of());
+    nodes.add(node);
+    network.add(node.raftAddress);
+    return nodes.size() - 1;
   }
 
   /**
@@ -123,10 +91,11 @@ public final class ProcessCluster implements AutoCloseable {
    */
   private String peers(int i) {
     List<String> specs = new ArrayList<>();
-    for (int j = 0; j < ids.size(); j++) {
-      if (j == i || members.get(j)) {
-        String r = i == j ? raftAddresses.get(j) : network.raftAddressSeenBy(i, j);
-        specs.add(ids.get(j) + "=" + r + ":" + port(proxies.get(j).address()));
+    for (int j = 0; j < nodes.size(); j++) {
+      Node n = nodes.get(j);
+      if (j == i || n.member) {
+        String r = i == j ? n.raftAddress : network.raftAddressSeenBy(i, j);
+        specs.add(n.id + "=" + r + ":" + port(n.proxy.address()));
       }
     }
     return String.join(",", specs);
@@ -140,7 +109,7 @@ public final class ProcessCluster implements AutoCloseable {
    * Runs every node, from its next start on (joiners included), with TLS on both ports and access
    * control on: the {@code node} certificate of {@code certs}, client certificates required, the
    * members named by their subject, {@link #ADMIN} as the bootstrap admin. Clients then use {@link
-   * #clientTls()}; call {@link #grantClients} once a leader is up.
+   * #clientTls()}; call {@link ClusterAdmin#grantClients} once a leader is up.
    */
   public synchronized void secure(TestCertificates certs) {
     this.certs = certs;
@@ -180,89 +149,9 @@ public final class ProcessCluster implements AutoCloseable {
         : new ClientTls(certs.certificate("ca"), certs.certificate(who), certs.key(who));
   }
 
-  /**
-   * On a secured cluster, gives the clients' principal ({@code CN=client}) the role {@link
-   * #CLIENT_ROLE}, as the admin, through the leader; nothing on a plaintext one.
-   *
-   * @throws IllegalStateException if no leader took it within {@code timeout}
-   */
-  public void grantClients(Duration timeout) throws InterruptedException {
-    if (certs == null) {
-      return;
-    }
-    Role role =
-        Role.newBuilder()
-            .setName(CLIENT_ROLE)
-            .addPermissions(
-                Permission.newBuilder().setKind(Permission.Kind.KV_READ_WRITE).setPrefix(""))
-            .addPermissions(
-                Permission.newBuilder().setKind(Permission.Kind.KEY_SCOPE).setPrefix(""))
-            .addPermissions(Permission.newBuilder().setKind(Permission.Kind.LEASE).setPrefix(""))
-            .build();
-    grant("CN=client", role, timeout);
-  }
-
-  /**
-   * On a secured cluster, puts {@code role} and grants it to {@code principal}, as the admin,
-   * through the leader.
-   *
-   * @throws IllegalStateException if the cluster is plaintext, or no leader took a change within
-   *     {@code timeout}
-   */
-  void grant(String principal, Role role, Duration timeout) throws InterruptedException {
-    if (certs == null) {
-      throw new IllegalStateException("a plaintext cluster has no roles: " + role.getName());
-    }
-    List<AuthRequest> changes =
-        List.of(
-            AuthRequest.newBuilder().setPutRole(role).build(),
-            AuthRequest.newBuilder()
-                .setGrant(UserRoles.newBuilder().setPrincipal(principal).addRoles(role.getName()))
-                .build());
-    for (AuthRequest change : changes) {
-      asAdmin(change.toString(), admin -> admin.auth(change).getCode(), timeout);
-    }
-  }
-
-  /**
-   * Changes the replicated configuration (the Configure RPC) through the leader, as the admin on a
-   * secured cluster.
-   *
-   * @throws IllegalStateException if no leader took it within {@code timeout}
-   */
-  void configure(ConfigureRequest change, Duration timeout) throws InterruptedException {
-    asAdmin(change.toString(), admin -> admin.configure(change).getCode(), timeout);
-  }
-
-  /** Sends {@code change} to the leader until one answers OK, or {@code timeout} passed. */
-  private void asAdmin(String what, Function<RawSession, Code> change, Duration timeout)
-      throws InterruptedException {
-    long deadline = System.nanoTime() + timeout.toNanos();
-    while (true) {
-      Optional<Integer> leader = leader();
-      if (leader.isPresent()) {
-        String address = directAddresses().get(leader.get());
-        ClientTls admin = tls("admin");
-        try (RawSession session =
-            admin == null
-                ? new RawSession(address)
-                : new RawSession(
-                    address,
-                    admin.trustedCertificates(),
-                    admin.certificateChain(),
-                    admin.privateKey())) {
-          if (change.apply(session) == Code.OK) {
-            return;
-          }
-        } catch (RuntimeException e) {
-          // the leader went away: ask the next one
-        }
-      }
-      if (System.nanoTime() > deadline) {
-        throw new IllegalStateException("no leader took " + what + " within " + timeout);
-      }
-      Thread.sleep(200);
-    }
+  /** Changes of the replicated configuration and of the access control, through the leader. */
+  public ClusterAdmin admin() {
+    return new ClusterAdmin(this);
   }
 
   /**
@@ -270,7 +159,7 @@ public final class ProcessCluster implements AutoCloseable {
    * with other settings).
    */
   public synchronized void setExtraArgs(int i, List<String> args) {
-    extraArgs.set(i, List.copyOf(args));
+    nodes.get(i).extraArgs = List.copyOf(args);
   }
 
   /** The links between the nodes' Raft ports. */
@@ -288,8 +177,8 @@ public final class ProcessCluster implements AutoCloseable {
   }
 
   /** Node {@code i} as a member: its id, raft address and advertised (proxy) client address. */
-  public ClusterStatus.Member member(int i) {
-    return new ClusterStatus.Member(ids.get(i), raftAddresses.get(i), proxies.get(i).address());
+  public synchronized ClusterStatus.Member member(int i) {
+    return nodes.get(i).asMember();
   }
 
   /**
@@ -303,7 +192,7 @@ public final class ProcessCluster implements AutoCloseable {
     List<String> live = new ArrayList<>();
     for (int i = 0; i < size(); i++) {
       if (isRunning(i)) {
-        live.add(listenAddresses.get(i));
+        live.add(listenAddress(i));
       }
     }
     MembershipChange c;
@@ -325,24 +214,20 @@ public final class ProcessCluster implements AutoCloseable {
 
   /** Notes a committed change in the slots. */
   private synchronized void changed(List<ClusterStatus.Member> add, List<String> remove) {
-    for (ClusterStatus.Member m : add) {
-      int i = ids.indexOf(m.id());
-      if (i >= 0) {
-        members.set(i, true);
+    for (Node n : nodes) {
+      if (add.stream().anyMatch(m -> m.id().equals(n.id))) {
+        n.member = true;
       }
-    }
-    for (String id : remove) {
-      int i = ids.indexOf(id);
-      if (i >= 0) {
-        removed.set(i, true);
-        members.set(i, false);
+      if (remove.contains(n.id)) {
+        n.removed = true;
+        n.member = false;
       }
     }
   }
 
   /** Whether node {@code i} was removed from the members (by {@link #changeMembers}). */
   public synchronized boolean isRemoved(int i) {
-    return removed.get(i);
+    return nodes.get(i).removed;
   }
 
   /**
@@ -355,20 +240,15 @@ public final class ProcessCluster implements AutoCloseable {
   public String replaceWiped(int i, Duration timeout) {
     String old;
     synchronized (this) {
-      old = ids.get(i);
+      Node gone = nodes.get(i);
+      old = gone.id;
       kill(i);
       deleteTree(dir.resolve(old));
-      proxies.get(i).close();
-      dropStatusChannel(i);
-      String listen = "127.0.0.1:" + freePort();
-      String raft = "127.0.0.1:" + freePort();
-      ids.set(i, "n" + ++lastId);
-      listenAddresses.set(i, listen);
-      raftAddresses.set(i, raft);
-      proxies.set(i, FaultProxy.start(listen));
-      network.retarget(i, raft);
-      joiners.set(i, true);
-      members.set(i, false);
+      gone.proxy.close();
+      gone.dropStatusChannel();
+      Node fresh = new Node("n" + ++lastId, true, gone.extraArgs);
+      nodes.set(i, fresh);
+      network.retarget(i, fresh.raftAddress);
       start(i);
     }
     awaitAnswering(i, timeout);
@@ -377,7 +257,7 @@ public final class ProcessCluster implements AutoCloseable {
     // slow machine keep it from committing.
     changeMembersPatiently(List.of(member(i)), List.of(), timeout);
     changeMembersPatiently(List.of(), List.of(old), timeout);
-    return ids.get(i);
+    return id(i);
   }
 
   private static final int CHANGE_ATTEMPTS = 5;
@@ -431,7 +311,7 @@ public final class ProcessCluster implements AutoCloseable {
   public void relink(Duration timeout) {
     for (int i = 0; i < size(); i++) {
       synchronized (this) {
-        if (!members.get(i) || !isRunning(i)) {
+        if (!nodes.get(i).member || !isRunning(i)) {
           continue;
         }
       }
@@ -491,46 +371,42 @@ public final class ProcessCluster implements AutoCloseable {
 
   /** Starts node {@code i} (a fresh process over its data directory). */
   public synchronized void start(int i) {
-    if (processes.get(i) != null && processes.get(i).isAlive()) {
-      throw new IllegalStateException(ids.get(i) + " is running");
+    Node n = nodes.get(i);
+    if (n.process != null && n.process.isAlive()) {
+      throw new IllegalStateException(n.id + " is running");
     }
-    if (removed.get(i)) {
-      throw new IllegalStateException(ids.get(i) + " was removed from the members");
+    if (n.removed) {
+      throw new IllegalStateException(n.id + " was removed from the members");
     }
     List<String> args =
         new ArrayList<>(
             List.of(
                 "--id",
-                ids.get(i),
+                n.id,
                 "--data-dir",
-                dir.resolve(ids.get(i)).toString(),
+                dir.resolve(n.id).toString(),
                 "--client-listen",
-                listenAddresses.get(i),
+                n.listenAddress,
                 "--snapshot-every",
                 Integer.toString(snapshotEvery),
                 "--log-segment-bytes",
                 Integer.toString(LOG_SEGMENT_BYTES)));
-    if (joiners.get(i) && !members.get(i)) {
+    if (n.joiner && !n.member) {
       args.addAll(
           List.of(
-              "--join",
-              "--raft-address",
-              raftAddresses.get(i),
-              "--client-address",
-              proxies.get(i).address()));
+              "--join", "--raft-address", n.raftAddress, "--client-address", n.proxy.address()));
     } else {
       args.addAll(List.of("--peers", peers(i)));
     }
     args.addAll(securityArgs());
-    args.addAll(extraArgs.get(i));
-    processes.set(
-        i,
+    args.addAll(n.extraArgs);
+    n.process =
         launch(
             List.of("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Xmx512m"),
             LabNode.class.getName(),
             args,
-            dir.resolve(ids.get(i) + ".log")));
-    paused.set(i, false);
+            dir.resolve(n.id + ".log"));
+    n.paused = false;
   }
 
   /**
@@ -555,39 +431,17 @@ public final class ProcessCluster implements AutoCloseable {
 
   /** SIGKILL: the process dies at once, its data directory stays. */
   public synchronized void kill(int i) {
-    Process p = processes.get(i);
-    if (p == null) {
-      return;
-    }
-    if (paused.get(i)) {
-      signal(p, "CONT"); // a stopped process still dies of SIGKILL, but resume it for clarity
-    }
-    p.destroyForcibly();
-    try {
-      if (!p.waitFor(10, TimeUnit.SECONDS)) {
-        throw new IllegalStateException(ids.get(i) + " did not die of SIGKILL in 10 s");
-      }
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    }
-    processes.set(i, null);
-    paused.set(i, false);
+    nodes.get(i).kill();
   }
 
   /** SIGSTOP: the process freezes (no heartbeats, no answers) until {@link #resume}. */
   public synchronized void pause(int i) {
-    if (processes.get(i) != null && !paused.get(i)) {
-      signal(processes.get(i), "STOP");
-      paused.set(i, true);
-    }
+    nodes.get(i).pause();
   }
 
   /** SIGCONT. */
   public synchronized void resume(int i) {
-    if (processes.get(i) != null && paused.get(i)) {
-      signal(processes.get(i), "CONT");
-      paused.set(i, false);
-    }
+    nodes.get(i).resume();
   }
 
   /**
@@ -597,41 +451,44 @@ public final class ProcessCluster implements AutoCloseable {
    */
   public synchronized void wipe(int i) {
     kill(i);
-    deleteTree(dir.resolve(ids.get(i)));
+    deleteTree(dir.resolve(id(i)));
   }
 
   /** The proxy in front of node {@code i}'s client endpoint. */
   public synchronized FaultProxy proxy(int i) {
-    return proxies.get(i);
+    return nodes.get(i).proxy;
   }
 
   public synchronized boolean isRunning(int i) {
-    return processes.get(i) != null && processes.get(i).isAlive() && !paused.get(i);
+    return nodes.get(i).isRunning();
   }
 
   /** The number of slots, removed nodes' included. */
   public synchronized int size() {
-    return processes.size();
+    return nodes.size();
   }
 
   /** The process id of node {@code i}, if it runs. */
   public synchronized Optional<Long> pid(int i) {
-    Process p = processes.get(i);
-    return p == null ? Optional.empty() : Optional.of(p.pid());
+    return nodes.get(i).pid();
   }
 
   public synchronized String id(int i) {
-    return ids.get(i);
+    return nodes.get(i).id;
+  }
+
+  private synchronized String listenAddress(int i) {
+    return nodes.get(i).listenAddress;
   }
 
   /** The nodes' own client addresses, bypassing the proxies (for observers the faults spare). */
   public synchronized List<String> directAddresses() {
-    return List.copyOf(listenAddresses);
+    return nodes.stream().map(n -> n.listenAddress).toList();
   }
 
   /** Where clients connect: the proxies. */
   public synchronized List<String> clientAddresses() {
-    return proxies.stream().map(FaultProxy::address).toList();
+    return nodes.stream().map(n -> n.proxy.address()).toList();
   }
 
   /**
@@ -653,43 +510,11 @@ public final class ProcessCluster implements AutoCloseable {
   }
 
   private synchronized ManagedChannel statusChannel(int i) {
-    if (statusChannels.get(i) == null) {
-      String a = listenAddresses.get(i);
-      int colon = a.lastIndexOf(':');
-      NettyChannelBuilder b =
-          NettyChannelBuilder.forAddress(
-              a.substring(0, colon), Integer.parseInt(a.substring(colon + 1)));
-      if (certs == null) {
-        b.usePlaintext();
-      } else {
-        try {
-          b.sslContext(
-              GrpcSslContexts.forClient()
-                  .trustManager(certs.certificate("ca").toFile())
-                  .keyManager(certs.certificate("admin").toFile(), certs.key("admin").toFile())
-                  .build());
-        } catch (javax.net.ssl.SSLException e) {
-          throw new IllegalStateException("cannot use the test certificates", e);
-        }
-      }
-      statusChannels.set(i, b.build());
-    }
-    return statusChannels.get(i);
+    return nodes.get(i).statusChannel(certs);
   }
 
   private synchronized void dropStatusChannel(int i, ManagedChannel ch) {
-    if (statusChannels.get(i) == ch) {
-      statusChannels.set(i, null);
-    }
-    ch.shutdownNow();
-  }
-
-  /** Closes node {@code i}'s status channel (its address changes). */
-  private synchronized void dropStatusChannel(int i) {
-    ManagedChannel ch = statusChannels.get(i);
-    if (ch != null) {
-      dropStatusChannel(i, ch);
-    }
+    nodes.get(i).dropStatusChannel(ch);
   }
 
   /** The node that says it leads, if one answers. */
@@ -707,14 +532,10 @@ public final class ProcessCluster implements AutoCloseable {
 
   @Override
   public synchronized void close() {
-    for (int i = 0; i < processes.size(); i++) {
-      kill(i);
-    }
-    proxies.forEach(FaultProxy::close);
+    nodes.forEach(Node::kill);
+    nodes.forEach(n -> n.proxy.close());
     network.close();
-    for (int i = 0; i < statusChannels.size(); i++) {
-      dropStatusChannel(i);
-    }
+    nodes.forEach(Node::dropStatusChannel);
   }
 
   /** Sends {@code signal} (STOP, CONT, ...) to {@code p} with kill(1). */
@@ -739,14 +560,6 @@ public final class ProcessCluster implements AutoCloseable {
       for (Path p : files.sorted(Comparator.reverseOrder()).toList()) {
         Files.deleteIfExists(p);
       }
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
-  }
-
-  private static int freePort() {
-    try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-      return s.getLocalPort();
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }

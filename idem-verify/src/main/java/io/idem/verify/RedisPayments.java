@@ -1,7 +1,6 @@
 package io.idem.verify;
 
 import io.idem.keys.Fingerprint;
-import io.idem.keys.IdempotencyKey;
 import io.idem.keys.KeyStoreException;
 import io.idem.keys.redis.RedisEffect;
 import io.idem.keys.redis.RedisKeyStore;
@@ -46,8 +45,8 @@ final class RedisPayments implements PaymentStore {
   }
 
   @Override
-  public boolean expectsViolations() {
-    return false;
+  public Capabilities capabilities() {
+    return Capabilities.KEY_STORE;
   }
 
   @Override
@@ -57,10 +56,7 @@ final class RedisPayments implements PaymentStore {
 
   @Override
   public PaymentBackend connect(String address, Writes writes, boolean settler) {
-    if (writes != Writes.FENCED_COMPLETION) {
-      throw new IllegalArgumentException(
-          "the redis store has no unfenced mode; its negative control is the store seed001");
-    }
+    PaymentStore.requireFencedCompletion("redis", writes);
     Duration timeout = Duration.ofSeconds(settler ? 30 : 2);
     RedisKeyStore store;
     try {
@@ -105,17 +101,13 @@ final class RedisPayments implements PaymentStore {
       this.records = records;
     }
 
-    private static IdempotencyKey idempotencyKey(Payment p) {
-      return new IdempotencyKey(IdemPayments.SCOPE, p.key());
-    }
-
     @Override
     public Claim acquire(Payment p, Duration inProgress) {
       Acquisition a =
           join(
               p,
               store.acquire(
-                  idempotencyKey(p),
+                  p.idempotencyKey(),
                   Fingerprint.of(p.fingerprint()),
                   inProgress,
                   Duration.ofHours(1)));
@@ -140,7 +132,7 @@ final class RedisPayments implements PaymentStore {
           join(
               p,
               store.complete(
-                  idempotencyKey(p), token, response.getBytes(StandardCharsets.UTF_8), ledger));
+                  p.idempotencyKey(), token, response.getBytes(StandardCharsets.UTF_8), ledger));
       // Fenced, or Completed by another owner first: not this owner's payment.
       return s instanceof Settlement.Done ? new Attempt.Paid(response) : new Attempt.Fenced(false);
     }
@@ -216,26 +208,6 @@ final class RedisPayments implements PaymentStore {
       } catch (RedisException e) {
         throw new Unavailable("read: " + e.getMessage(), e);
       }
-    }
-
-    @Override
-    public boolean hasTokens() {
-      return true;
-    }
-
-    @Override
-    public boolean keepsResponses() {
-      return true;
-    }
-
-    @Override
-    public Optional<Long> statusToken(long i) {
-      return Optional.empty();
-    }
-
-    @Override
-    public boolean writesStatus() {
-      return false;
     }
 
     @Override

@@ -39,8 +39,8 @@ final class Seed001Payments implements PaymentStore {
   }
 
   @Override
-  public boolean expectsViolations() {
-    return true;
+  public Capabilities capabilities() {
+    return Capabilities.SEED_001;
   }
 
   @Override
@@ -127,26 +127,6 @@ final class Seed001Payments implements PaymentStore {
       return v == null
           ? Optional.empty()
           : Optional.of(new KeyState(Seed001.CONFIRMED.equals(v), -1, null));
-    }
-
-    @Override
-    public boolean hasTokens() {
-      return false;
-    }
-
-    @Override
-    public boolean keepsResponses() {
-      return false;
-    }
-
-    @Override
-    public Optional<Long> statusToken(long i) {
-      return Optional.empty();
-    }
-
-    @Override
-    public boolean writesStatus() {
-      return false;
     }
 
     @Override
