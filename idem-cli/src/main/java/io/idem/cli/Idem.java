@@ -2,6 +2,7 @@ package io.idem.cli;
 
 import io.idem.server.Main;
 import java.io.PrintWriter;
+import java.nio.charset.Charset;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 
@@ -90,8 +91,8 @@ public final class Idem implements Runnable {
     if (args.length > 0 && !args[0].equals("server")) {
       quietLogs(); // only the server is worth its logs; the rest print their own lines
     }
-    PrintWriter out = new PrintWriter(System.out, true);
-    PrintWriter err = new PrintWriter(System.err, true);
+    PrintWriter out = new PrintWriter(System.out, true, Charset.defaultCharset());
+    PrintWriter err = new PrintWriter(System.err, true, Charset.defaultCharset());
     int code = commandLine(out, err).execute(args);
     out.flush();
     err.flush();
