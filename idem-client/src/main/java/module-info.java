@@ -16,6 +16,8 @@ module io.idem.client {
   requires io.grpc.netty.shaded;
   requires com.google.protobuf;
   requires org.slf4j;
+  // @Nullable in the API's signatures: annotations only, not needed at run time.
+  requires static transitive org.jspecify;
   // Optional: only IdemClient.Builder#meterRegistry names it, and its callers bring it; transitive
   // because the API names its MeterRegistry (the one third-party type the API mentions).
   requires static transitive micrometer.core;

@@ -28,7 +28,7 @@ public final class HeapPerIdleSession {
     SessionTable table = new SessionTable(SessionTableConfig.builder().maxSessions(n).build());
     byte[] response = new byte[16];
     for (int i = 0; i < n; i++) {
-      long id = i + 1;
+      long id = i + 1L;
       table.register(id, i, ~i, null, 60_000, i, 0);
       if (withResponse) {
         table.admit(id, 0, 1, 1, 0);

@@ -57,7 +57,7 @@ public class KeySnapshotBenchmark {
     for (int i = 0; i < keys; i++) {
       KeyId id = new KeyId("bench", "4f1c2a-" + (i % 16) + "-" + i);
       long token = i + 1L;
-      long now = 1_000 + i / 10;
+      long now = 1_000L + i / 10;
       if (churned) {
         table.expire(now);
       }

@@ -44,7 +44,7 @@ public class SnapshotBenchmark {
     table = new SessionTable(SessionTableConfig.builder().maxSessions(SESSIONS).build());
     byte[] response = new byte[16];
     for (int i = 0; i < SESSIONS; i++) {
-      long id = i + 1;
+      long id = i + 1L;
       table.register(id, i, ~i, i % 10 == 0 ? "worker-" + i : null, 60_000, i, i / 100);
       table.admit(id, 0, 1, 1, i / 100);
       table.record(id, 1, 1, i / 100, response);

@@ -2,6 +2,7 @@ package io.idem.cli;
 
 import java.io.PrintWriter;
 import java.util.function.BiFunction;
+import java.nio.charset.Charset;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 
@@ -105,8 +106,8 @@ public final class Idem implements Runnable {
     if (args.length > 0 && !args[0].equals("server")) {
       quietLogs();
     }
-    PrintWriter out = new PrintWriter(System.out, true);
-    PrintWriter err = new PrintWriter(System.err, true);
+    PrintWriter out = new PrintWriter(System.out, true, Charset.defaultCharset());
+    PrintWriter err = new PrintWriter(System.err, true, Charset.defaultCharset());
     int code = build.apply(out, err).execute(args);
     out.flush();
     err.flush();

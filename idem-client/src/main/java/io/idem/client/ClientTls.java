@@ -2,6 +2,7 @@ package io.idem.client;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import org.jspecify.annotations.Nullable;
 
 /**
  * TLS for the client's connections, PEM files: the CA certificates that signed the servers', and,
@@ -13,7 +14,8 @@ import java.nio.file.Path;
  * @param certificateChain the client's certificate chain (PEM); null: none presented
  * @param privateKey its private key (PEM, PKCS#8); null exactly when {@code certificateChain} is
  */
-public record ClientTls(Path trustedCertificates, Path certificateChain, Path privateKey) {
+public record ClientTls(
+    Path trustedCertificates, @Nullable Path certificateChain, @Nullable Path privateKey) {
 
   /**
    * Checks that the files are there and readable, and that the chain and key come together.

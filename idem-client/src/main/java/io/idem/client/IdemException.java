@@ -1,5 +1,7 @@
 package io.idem.client;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * Root of the client's exceptions. Its four kinds say what the caller should do:
  *
@@ -31,7 +33,11 @@ public abstract sealed class IdemException extends RuntimeException
   private final String leaderHint;
 
   IdemException(
-      String message, long sessionId, long requestNumber, String leaderHint, Throwable cause) {
+      String message,
+      long sessionId,
+      long requestNumber,
+      @Nullable String leaderHint,
+      @Nullable Throwable cause) {
     super(message, cause);
     this.sessionId = sessionId;
     this.requestNumber = requestNumber;
@@ -56,7 +62,7 @@ public abstract sealed class IdemException extends RuntimeException
   }
 
   @Override
-  public String getMessage() {
+  public @Nullable String getMessage() {
     String m = super.getMessage();
     if (sessionId == 0 && requestNumber == 0 && leaderHint.isEmpty()) {
       return m;

@@ -29,6 +29,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import javax.net.ssl.SSLException;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Connections to the servers, one timer thread and a worker pool, shared by the {@link IdemClient}s
@@ -75,9 +76,9 @@ public final class IdemTransport implements AutoCloseable {
   private final AtomicInteger replaced = new AtomicInteger();
   private final Set<Runnable> onShutdown = new LinkedHashSet<>();
   private boolean closed;
-  private final SslContext tls; // null: plaintext
+  private final @Nullable SslContext tls; // null: plaintext
 
-  private IdemTransport(ClientTls tls) {
+  private IdemTransport(@Nullable ClientTls tls) {
     this.tls = tls == null ? null : sslContext(tls);
     this.timer =
         Executors.newSingleThreadScheduledExecutor(
@@ -125,8 +126,10 @@ public final class IdemTransport implements AutoCloseable {
     try {
       SslContextBuilder b =
           GrpcSslContexts.forClient().trustManager(tls.trustedCertificates().toFile());
-      if (tls.certificateChain() != null) {
-        b.keyManager(tls.certificateChain().toFile(), tls.privateKey().toFile());
+      java.nio.file.Path chain = tls.certificateChain();
+      java.nio.file.Path key = tls.privateKey();
+      if (chain != null && key != null) { // ClientTls has both or neither
+        b.keyManager(chain.toFile(), key.toFile());
       }
       return b.build();
     } catch (SSLException | IllegalArgumentException e) {

@@ -1,6 +1,7 @@
 package io.idem.client;
 
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A key's state as a linearizable read saw it.
@@ -13,10 +14,15 @@ import java.util.List;
  * @param lease the lease the key is attached to, or {@code null}
  */
 public record KeyValue(
-    String key, byte[] value, List<byte[]> elements, long version, long modRevision, String lease) {
+    String key,
+    byte @Nullable [] value,
+    List<byte[]> elements,
+    long version,
+    long modRevision,
+    String lease) {
 
   /** The value as UTF-8 text, or {@code null} for a list. */
-  public String valueAsString() {
+  public @Nullable String valueAsString() {
     return value == null ? null : new String(value, java.nio.charset.StandardCharsets.UTF_8);
   }
 }

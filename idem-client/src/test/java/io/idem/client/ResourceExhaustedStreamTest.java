@@ -102,6 +102,7 @@ class ResourceExhaustedStreamTest {
   }
 
   @Test
+  @SuppressWarnings("AddressSelection") // a literal loopback address: nothing is looked up
   void aStreamEndedResourceExhaustedIsResentWithTheSameNumbersOnANewStream() throws Exception {
     CuttingServer service = new CuttingServer();
     Server server =

@@ -82,8 +82,8 @@ class KeyTableProperties {
       int kind = r.nextInt(10);
       if (kind < 4) {
         byte[] fp = fps[r.nextInt(10) == 0 ? 1 : 0];
-        long timeout = 1 + r.nextInt(60_000);
-        long retention = 1 + r.nextInt(300_000);
+        long timeout = 1L + r.nextInt(60_000);
+        long retention = 1L + r.nextInt(300_000);
         long tk = ++token;
         Acquisition a = table.acquire(id, fp, timeout, retention, tk, now);
         assertThat(replica.acquire(id, fp, timeout, retention, tk, now)).isEqualTo(a);
@@ -123,7 +123,7 @@ class KeyTableProperties {
             m.completedAt = now;
           }
         } else if (kind < 9) {
-          long ext = 1 + r.nextInt(60_000);
+          long ext = 1L + r.nextInt(60_000);
           s = table.renew(id, tk, ext, now);
           again = replica.renew(id, tk, ext, now);
           if (owns) {

@@ -151,6 +151,7 @@ class KeyTableTest {
         .isInstanceOf(Acquisition.Invalid.class);
     assertThat(t.acquire(PAY, new byte[65], MIN, DAY, ++token, now))
         .isInstanceOf(Acquisition.Invalid.class);
+    assertThat(t.digest()).isEqualTo(before);
     long tk = ((Acquisition.Acquired) acquire(PAY, FP)).token();
     before = t.digest();
     assertThat(t.complete(PAY, tk, new byte[64 * 1024 + 1], now))

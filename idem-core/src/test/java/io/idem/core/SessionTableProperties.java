@@ -130,13 +130,13 @@ class SessionTableProperties {
         long id = pick(model, c.pick());
         long epoch = Math.max(0, model.epoch(id) + c.epochDelta());
         assertThat(table.close(id, epoch, now)).isEqualTo(model.close(id, epoch, now));
-      } else if (op instanceof Expire e) {
+      } else if (op instanceof Expire) {
         List<Long> gone = new ArrayList<>();
         table.expire(now, gone::add);
         assertThat(gone).isEqualTo(model.expire(now));
       } else if (op instanceof Advance a) {
         now += a.ms();
-      } else if (op instanceof SnapshotRoundTrip s) {
+      } else if (op instanceof SnapshotRoundTrip) {
         String digest = table.digest();
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         table.writeSnapshot(out);

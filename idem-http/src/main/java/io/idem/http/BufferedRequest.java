@@ -24,6 +24,7 @@ import java.util.Enumeration;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The request with its body read once by the filter (to fingerprint it) and served again to the
@@ -32,7 +33,7 @@ import java.util.Map;
  */
 final class BufferedRequest extends HttpServletRequestWrapper {
   private final byte[] body;
-  private Map<String, String[]> parameters;
+  private @Nullable Map<String, String[]> parameters;
   private boolean streamTaken;
 
   BufferedRequest(HttpServletRequest request, byte[] body) {
@@ -76,7 +77,7 @@ final class BufferedRequest extends HttpServletRequestWrapper {
    * The charset named {@code name}, or null if the name is not a legal charset name or this JVM has
    * no such charset.
    */
-  static Charset charsetOrNull(String name) {
+  static @Nullable Charset charsetOrNull(String name) {
     try {
       return Charset.forName(name);
     } catch (IllegalCharsetNameException | UnsupportedCharsetException e) {
@@ -112,7 +113,7 @@ final class BufferedRequest extends HttpServletRequestWrapper {
   }
 
   @Override
-  public String getParameter(String name) {
+  public @Nullable String getParameter(String name) {
     String[] values = parameters().get(name);
     return values == null ? null : values[0];
   }
@@ -128,7 +129,7 @@ final class BufferedRequest extends HttpServletRequestWrapper {
   }
 
   @Override
-  public String[] getParameterValues(String name) {
+  public String @Nullable [] getParameterValues(String name) {
     String[] values = parameters().get(name);
     return values == null ? null : values.clone();
   }

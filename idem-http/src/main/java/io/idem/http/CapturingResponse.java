@@ -14,6 +14,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Holds the handler's body in memory, up to {@code limit} bytes, so that the filter can store it
@@ -31,9 +32,9 @@ final class CapturingResponse extends HttpServletResponseWrapper {
   private final HttpServletRequest request;
   private final ProblemTypes problemTypes;
   private final ByteArrayOutputStream held = new ByteArrayOutputStream();
-  private ServletOutputStream stream;
-  private PrintWriter writer;
-  private ServletOutputStream passThrough;
+  private @Nullable ServletOutputStream stream;
+  private @Nullable PrintWriter writer;
+  private @Nullable ServletOutputStream passThrough;
   private boolean closed;
 
   /** Holds {@code response}'s body for {@code request}, whose problems get {@code problemTypes}. */
@@ -182,7 +183,7 @@ final class CapturingResponse extends HttpServletResponseWrapper {
   }
 
   @Override
-  public void sendError(int sc, String msg) throws IOException {
+  public void sendError(int sc, @Nullable String msg) throws IOException {
     resetBuffer();
     Problem p = Problem.fromHandler(sc, msg);
     setStatus(sc);

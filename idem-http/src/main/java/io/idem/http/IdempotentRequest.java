@@ -3,6 +3,7 @@ package io.idem.http;
 import io.idem.keys.IdempotencyKey;
 import jakarta.servlet.ServletRequest;
 import java.util.Optional;
+import org.jspecify.annotations.Nullable;
 
 /**
  * What the filter tells the handler of a request that carries a key it now owns: the key (in its
@@ -18,9 +19,9 @@ public final class IdempotentRequest {
 
   private final IdempotencyKey key;
   private final long fencingToken;
-  private final Object transaction; // null unless the filter runs over TransactionalKeys
-  private final Class<?> effectType; // the store's; null in a transaction
-  private Object effect;
+  private final @Nullable Object transaction; // null unless the filter runs over TransactionalKeys
+  private final @Nullable Class<?> effectType; // the store's; null in a transaction
+  private @Nullable Object effect;
 
   IdempotentRequest(IdempotencyKey key, long fencingToken, Class<?> effectType) {
     this.key = key;
@@ -80,7 +81,7 @@ public final class IdempotentRequest {
     if (effect == null) {
       throw new IllegalArgumentException("effect must not be null");
     }
-    if (transaction != null) {
+    if (transaction != null || effectType == null) { // effectType is null only in a transaction
       throw new IllegalStateException(
           "this request runs in the store's transaction: write through transaction(...)");
     }
@@ -106,7 +107,7 @@ public final class IdempotentRequest {
     return Optional.ofNullable(effectType);
   }
 
-  Object effect() {
+  @Nullable Object effect() {
     return effect;
   }
 }

@@ -3,6 +3,7 @@ package io.idem.http;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import org.jspecify.annotations.Nullable;
 
 /**
  * An RFC 9457 problem: {@code application/problem+json} with {@code type}, {@code title}, {@code
@@ -26,7 +27,7 @@ record Problem(ProblemType kind, int status, String title, String detail) {
   }
 
   /** A handler's {@code sendError(status, message)}: its status and reason phrase. */
-  static Problem fromHandler(int status, String message) {
+  static Problem fromHandler(int status, @Nullable String message) {
     String reason = Statuses.reason(status);
     return new Problem(
         ProblemType.HANDLER_ERROR, status, reason, message == null ? reason : message);

@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The problems the filter answers: the one list of their names. Each name is the last segment of
@@ -64,7 +65,7 @@ enum ProblemType {
   }
 
   /** The type whose name is {@code id}, or null. */
-  static ProblemType named(String id) {
+  static @Nullable ProblemType named(String id) {
     for (ProblemType t : values()) {
       if (t.id.equals(id)) {
         return t;
@@ -77,7 +78,7 @@ enum ProblemType {
    * This problem's documentation, an HTML fragment; null if the resource is missing (a packaging
    * error that {@code ProblemDocumentationTest} catches).
    */
-  String documentation() {
+  @Nullable String documentation() {
     try (InputStream in = ProblemType.class.getResourceAsStream("problems/" + id + ".html")) {
       return in == null ? null : new String(in.readAllBytes(), StandardCharsets.UTF_8);
     } catch (IOException e) {

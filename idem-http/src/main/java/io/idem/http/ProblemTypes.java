@@ -125,7 +125,7 @@ public abstract sealed class ProblemTypes {
       } else {
         ProblemType problem = ProblemType.named(name);
         String documentation = problem == null ? null : problem.documentation();
-        if (documentation == null) {
+        if (problem == null || documentation == null) {
           return false; // not one of ours: the application's 404
         }
         page = page(problem, uri(request, problem), documentation);

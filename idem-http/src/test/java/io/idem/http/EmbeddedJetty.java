@@ -34,6 +34,7 @@ final class EmbeddedJetty implements AutoCloseable {
     this.base = URI.create("http://127.0.0.1:" + port);
   }
 
+  @SuppressWarnings("AddressSelection") // a literal loopback address: nothing is looked up
   static EmbeddedJetty start(
       Filter filter, Map<String, HttpServlet> servlets, Map<String, String> users)
       throws Exception {

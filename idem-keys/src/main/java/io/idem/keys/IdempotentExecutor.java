@@ -17,6 +17,7 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Runs a business operation at most once per idempotency key, and replays its outcome to every
@@ -73,7 +74,7 @@ public final class IdempotentExecutor<E> implements AutoCloseable {
    * @param value the result, stored and replayed
    * @param effect the business write, or null
    */
-  public record Outcome<T, E>(T value, E effect) {
+  public record Outcome<T, E>(T value, @Nullable E effect) {
     /** A result without an effect. */
     public static <T, E> Outcome<T, E> of(T value) {
       return new Outcome<>(value, null);
@@ -309,6 +310,9 @@ public final class IdempotentExecutor<E> implements AutoCloseable {
       return;
     } catch (ExecutionException e) {
       refused = e.getCause() instanceof CompletionException c ? c.getCause() : e.getCause();
+      if (refused == null) {
+        refused = e;
+      }
       if (refused instanceof KeyStoreException || refused instanceof KeyStoreFullException) {
         throw (KeyException) refused;
       }
@@ -395,7 +399,7 @@ public final class IdempotentExecutor<E> implements AutoCloseable {
   }
 
   /** A store's failure as the executor throws it: the store's own key exceptions as they are. */
-  private static KeyException storeFailure(IdempotencyKey key, Throwable c) {
+  private static KeyException storeFailure(IdempotencyKey key, @Nullable Throwable c) {
     if (c instanceof CompletionException && c.getCause() != null) {
       c = c.getCause();
     }
@@ -428,7 +432,7 @@ public final class IdempotentExecutor<E> implements AutoCloseable {
     private Duration waitForResult = Duration.ZERO;
     private Duration pollInterval = DEFAULT_POLL_INTERVAL;
     private Duration storeTimeout = DEFAULT_STORE_TIMEOUT;
-    private Duration renewEvery;
+    private @Nullable Duration renewEvery;
     private final List<Class<? extends Throwable>> storedFailures = new ArrayList<>();
 
     private Builder(KeyStore<E> store) {

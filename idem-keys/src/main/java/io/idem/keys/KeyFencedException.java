@@ -1,6 +1,7 @@
 package io.idem.keys;
 
 import java.util.Optional;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The operation ran, but its outcome was not stored: the key was no longer this owner's (it was
@@ -14,10 +15,12 @@ import java.util.Optional;
 public final class KeyFencedException extends KeyException {
   private static final long serialVersionUID = 1L;
 
-  private final byte[] otherResponse; // the stored outcome if another owner completed the key
+  private final byte @Nullable []
+      otherResponse; // the stored outcome if another owner completed the key
 
   /** With the key, what happened, and the cause if any: the key changed hands. */
-  public KeyFencedException(IdempotencyKey key, String message, Throwable cause) {
+  public KeyFencedException(
+      @Nullable IdempotencyKey key, String message, @Nullable Throwable cause) {
     this(key, message, cause, null);
   }
 
@@ -26,7 +29,10 @@ public final class KeyFencedException extends KeyException {
    * none did).
    */
   public KeyFencedException(
-      IdempotencyKey key, String message, Throwable cause, byte[] otherResponse) {
+      @Nullable IdempotencyKey key,
+      String message,
+      @Nullable Throwable cause,
+      byte @Nullable [] otherResponse) {
     super(key, message, cause);
     this.otherResponse = otherResponse == null ? null : otherResponse.clone();
   }

@@ -1,6 +1,7 @@
 package io.idem.keys;
 
 import java.time.Duration;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Another owner holds the key (its deadline has not passed), and the caller chose not to wait, or
@@ -12,7 +13,8 @@ public final class KeyInProgressException extends KeyException {
   private final Duration retryAfter;
 
   /** With the key, what happened, and the cause if any; no estimate of when to retry. */
-  public KeyInProgressException(IdempotencyKey key, String message, Throwable cause) {
+  public KeyInProgressException(
+      @Nullable IdempotencyKey key, String message, @Nullable Throwable cause) {
     this(key, message, cause, Duration.ZERO);
   }
 
@@ -21,7 +23,10 @@ public final class KeyInProgressException extends KeyException {
    * (an estimate; zero if unknown).
    */
   public KeyInProgressException(
-      IdempotencyKey key, String message, Throwable cause, Duration retryAfter) {
+      @Nullable IdempotencyKey key,
+      String message,
+      @Nullable Throwable cause,
+      @Nullable Duration retryAfter) {
     super(key, message, cause);
     this.retryAfter = retryAfter == null || retryAfter.isNegative() ? Duration.ZERO : retryAfter;
   }

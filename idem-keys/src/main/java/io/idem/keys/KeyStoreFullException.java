@@ -1,5 +1,7 @@
 package io.idem.keys;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * The store refused to add or grow a record because a bound is reached: the caller's quota ({@link
  * #quota()}: on Idem, the principal's {@code key_records} or {@code key_bytes}), or the store's
@@ -14,7 +16,8 @@ public final class KeyStoreFullException extends KeyException {
   /**
    * With the key, what happened, whether a quota (not the store's space) refused, and the cause.
    */
-  public KeyStoreFullException(IdempotencyKey key, String message, boolean quota, Throwable cause) {
+  public KeyStoreFullException(
+      @Nullable IdempotencyKey key, String message, boolean quota, @Nullable Throwable cause) {
     super(key, message, cause);
     this.quota = quota;
   }

@@ -1,5 +1,7 @@
 package io.idem.keys;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * The replay of a business failure that was stored as the key's final outcome (its type was chosen
  * with {@link IdempotentExecutor.Builder#storeFailures}): the same request fails the same way
@@ -11,7 +13,7 @@ public final class StoredFailureException extends KeyException {
   private final String failureType;
 
   /** A stored failure of type {@code failureType} with its message. */
-  public StoredFailureException(IdempotencyKey key, String failureType, String message) {
+  public StoredFailureException(@Nullable IdempotencyKey key, String failureType, String message) {
     super(key, failureType + ": " + message, null);
     this.failureType = failureType;
   }

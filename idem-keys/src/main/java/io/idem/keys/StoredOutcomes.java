@@ -2,6 +2,7 @@ package io.idem.keys;
 
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The stored form of an outcome, as {@link IdempotentExecutor} writes and replays it: a leading
@@ -39,7 +40,7 @@ public final class StoredOutcomes {
    * @throws StoredFailureException the stored outcome is a failure
    * @throws KeyStoreException the bytes are not in this form
    */
-  public static byte[] replay(IdempotencyKey key, byte[] stored) {
+  public static byte[] replay(@Nullable IdempotencyKey key, byte[] stored) {
     if (stored.length == 0) {
       throw new KeyStoreException(key, "the stored response is empty: not written by this", null);
     }
@@ -58,7 +59,8 @@ public final class StoredOutcomes {
   }
 
   /** As {@link #replay(IdempotencyKey, byte[])}, decoded by {@code codec}. */
-  public static <T> T replay(IdempotencyKey key, IdempotentExecutor.Codec<T> codec, byte[] stored) {
+  public static <T> T replay(
+      @Nullable IdempotencyKey key, IdempotentExecutor.Codec<T> codec, byte[] stored) {
     return codec.decode(replay(key, stored));
   }
 }

@@ -75,6 +75,7 @@ final class DemoCommand implements Callable<Integer> {
     }
   }
 
+  @SuppressWarnings("NonAtomicVolatileUpdate") // this loop is counterGeneration's only writer
   private int run(LocalCluster cluster, int leader, Path dir) throws Exception {
     FaultProxy proxy = FaultProxy.start(cluster.clientAddress(leader));
     List<String> viaProxy = new ArrayList<>();

@@ -22,6 +22,12 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @Timeout(180)
 class BenchTlsTest {
+  /**
+   * The bench's --timeout for a client the cluster refuses: a refused TLS handshake is retried like
+   * any failed connection until the first write's deadline, and then reported with its cause.
+   */
+  static final String REFUSED_WITHIN = "3s";
+
   @TempDir static Path certsDir;
   @TempDir static Path dataDir;
   static TestCertificates certs;
@@ -92,11 +98,15 @@ class BenchTlsTest {
             servers,
             "--tls-ca",
             certs.certificate("ca").toString(),
+            "--timeout",
+            REFUSED_WITHIN,
             "--duration",
             "1s");
     assertThat(exit).isEqualTo(1);
     String e = err.toString().strip();
+    System.out.println("refused: " + e);
     assertThat(e.lines().count()).as(e).isEqualTo(1);
+    assertThat(e).as("names the refused handshake").containsIgnoringCase("ssl");
     assertThat(e).startsWith("idem: ").doesNotContain("\tat ");
   }
 
@@ -113,11 +123,15 @@ class BenchTlsTest {
             certs.certificate("stranger").toString(),
             "--tls-key",
             certs.key("stranger").toString(),
+            "--timeout",
+            REFUSED_WITHIN,
             "--duration",
             "1s");
     assertThat(exit).isEqualTo(1);
     String e = err.toString().strip();
+    System.out.println("refused: " + e);
     assertThat(e.lines().count()).as(e).isEqualTo(1);
+    assertThat(e).as("names the refused handshake").containsIgnoringCase("ssl");
     assertThat(e).startsWith("idem: ");
   }
 

@@ -87,7 +87,8 @@ class LabCliTest {
   void benchRefusesOutOfRangeSettingsAndUnreachableServers() {
     assertThat(run("bench", "--sessions", "0")).isEqualTo(2);
     assertThat(run("bench", "--workload", "delete")).isEqualTo(2);
-    assertThat(run("bench", "--servers", "127.0.0.1:9", "--duration", "1s")).isEqualTo(1);
+    assertThat(run("bench", "--servers", "127.0.0.1:9", "--timeout", "1s", "--duration", "1s"))
+        .isEqualTo(1);
     assertThat(err.toString()).contains("idem:").doesNotContain("\tat ");
   }
 

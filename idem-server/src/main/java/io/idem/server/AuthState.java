@@ -380,7 +380,10 @@ final class AuthState implements StateSection {
     if (g.quotas == null) {
       return defaults;
     }
-    if (g.effective == null || g.base != defaults) {
+    // Identity on purpose: a cache of the last defaults object this principal was resolved under.
+    @SuppressWarnings("ReferenceEquality")
+    boolean stale = g.effective == null || g.base != defaults;
+    if (stale) {
       g.base = defaults;
       g.effective = defaults.under(g.quotas);
     }
@@ -419,6 +422,7 @@ final class AuthState implements StateSection {
       this.quotas = quotas;
     }
 
+    @SuppressWarnings("NonApiType") // private to AuthState, whose users map holds TreeSets
     static Grants of(TreeSet<String> held, Map<String, Role> roles) {
       if (held == null) {
         return new Grants(false, List.of(), null);

@@ -207,7 +207,7 @@ final class ServerMetrics {
   void snapshot(long freezeNanos, long writeNanos, long bytes) {
     snapshotFreeze.record(freezeNanos, TimeUnit.NANOSECONDS);
     snapshotWrite.record(writeNanos, TimeUnit.NANOSECONDS);
-    snapshotBytes.record(bytes);
+    snapshotBytes.record((double) bytes);
   }
 
   /** The Prometheus text exposition of every meter. */

@@ -13,6 +13,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -24,6 +25,7 @@ import org.junit.jupiter.api.io.TempDir;
  * 35 s stays up. (35 s because gRPC's client pings at most every 10 s and grpc-java's server
  * tolerates two early pings: a shorter test could not fail.)
  */
+@Tag("slow")
 @Timeout(120)
 class KeepAlivePingTest {
   @TempDir Path dir;

@@ -85,8 +85,8 @@ final class PeerFaults {
               + (seen.steppedDown || seen.newLeader ? " (leader changed)" : " (leader kept)");
         }
         case BRIDGE -> {
-          // [leader, ...] bridge [...]: the bridge is a follower that sees both sides.
-          int bridge = followers.get(0);
+          // [leader, ...] bridge [...]: the bridge, followers.get(0), is in neither side and so
+          // sees both.
           List<Integer> rest = followers.subList(1, followers.size());
           List<Integer> side = new ArrayList<>(rest.subList(0, (rest.size() - 1) / 2));
           side.add(leader);

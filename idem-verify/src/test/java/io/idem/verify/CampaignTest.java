@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -21,6 +22,7 @@ import org.junit.jupiter.api.io.TempDir;
  * so that a failure of the first does not hide it, the negative control (at-least-once retries)
  * under faults, which the checkers must catch.
  */
+@Tag("slow")
 @Timeout(300)
 class CampaignTest {
   @TempDir Path dir;

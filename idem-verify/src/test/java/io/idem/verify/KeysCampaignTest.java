@@ -3,6 +3,7 @@ package io.idem.verify;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.nio.file.Path;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -14,6 +15,7 @@ import org.junit.jupiter.api.io.TempDir;
  * Its failovers profile: a ledger of fenced appends under failovers longer than the in-progress
  * timeout. And the negative control, unfenced, which the checker must catch.
  */
+@Tag("slow")
 @Timeout(300)
 class KeysCampaignTest {
   @TempDir Path dir;

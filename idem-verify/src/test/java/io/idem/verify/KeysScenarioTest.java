@@ -21,6 +21,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -30,6 +31,7 @@ import org.junit.jupiter.api.io.TempDir;
  * paused owner after a takeover, an owner's fenced append held up past its deadline by a failover,
  * and a completed key across a leader failover and a restart of every node.
  */
+@Tag("slow")
 @Timeout(240)
 class KeysScenarioTest {
   @TempDir static Path dir;

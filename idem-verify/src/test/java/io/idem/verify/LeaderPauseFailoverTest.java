@@ -10,6 +10,7 @@ import java.time.Duration;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -23,6 +24,7 @@ import org.junit.jupiter.api.io.TempDir;
  * call can be answered only by a client that asked elsewhere. The client without probes (probe
  * interval at its stall timeout, as before the fix) is the control: it must still be waiting.
  */
+@Tag("slow")
 @Timeout(150)
 class LeaderPauseFailoverTest {
   /** Well below the 15 s after which keep-alive drops the frozen connection. */

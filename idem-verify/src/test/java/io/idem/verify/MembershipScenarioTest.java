@@ -24,6 +24,7 @@ import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -37,6 +38,7 @@ import org.junit.jupiter.api.io.TempDir;
  * NOT_LEADER redirect. The recorded history must show no exactly-once violation, and the members
  * left must reach the same state digest at the same log index.
  */
+@Tag("slow")
 @Timeout(240)
 class MembershipScenarioTest {
   @TempDir Path dir;

@@ -11,6 +11,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -23,6 +24,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 // Each test starts three server processes, and the negative control restarts some: minutes on a
 // loaded machine (174 s seen at a load average of 25 on 2 cores).
+@Tag("slow")
 @Timeout(420)
 class PartitionTest {
   @TempDir Path dir;

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import java.nio.file.Path;
 import java.time.Duration;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -14,6 +15,7 @@ import org.junit.jupiter.api.io.TempDir;
  * SIGSTOP of workers and immediate shutdowns of the server. The store's transactional mode inserts
  * each payment's ledger row in the transaction that completes its key: every payment exactly once.
  */
+@Tag("slow")
 @Timeout(180)
 class PostgresKeysCampaignTest {
   @TempDir Path dir;

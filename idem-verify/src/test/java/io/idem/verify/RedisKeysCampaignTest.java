@@ -7,6 +7,7 @@ import java.time.Duration;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.stream.Collectors;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -18,6 +19,7 @@ import org.junit.jupiter.api.io.TempDir;
  * whose completions carry the ledger entry: every payment exactly once. On seed 001's algorithm,
  * the negative control: the checker must flag double payments.
  */
+@Tag("slow")
 @Timeout(180)
 class RedisKeysCampaignTest {
   static final Duration SHORT = Duration.ofSeconds(30);

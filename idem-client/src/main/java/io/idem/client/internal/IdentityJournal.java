@@ -19,6 +19,7 @@ import java.util.Map;
 import java.util.SortedMap;
 import java.util.TreeMap;
 import java.util.zip.CRC32C;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The client's durable memory, so that a restarted process can resume its session and resend what
@@ -67,11 +68,13 @@ public final class IdentityJournal implements AutoCloseable {
 
   private final Path file;
   private FileChannel channel;
-  private Identity identity;
-  private Pending pending;
+  private @Nullable Identity identity;
+  private @Nullable Pending pending;
   private final TreeMap<Long, Operation> outstanding = new TreeMap<>();
   private boolean dirty;
 
+  // channel: opened by rewrite(), which open() calls before it returns the journal.
+  @SuppressWarnings("NullAway.Init")
   private IdentityJournal(Path file) {
     this.file = file;
   }
@@ -86,11 +89,11 @@ public final class IdentityJournal implements AutoCloseable {
     return j;
   }
 
-  public Identity identity() {
+  public @Nullable Identity identity() {
     return identity;
   }
 
-  public Pending pending() {
+  public @Nullable Pending pending() {
     return pending;
   }
 

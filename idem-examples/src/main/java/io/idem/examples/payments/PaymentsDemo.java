@@ -9,6 +9,7 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.charset.Charset;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -204,7 +205,7 @@ public final class PaymentsDemo {
     HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
     for (long n = 0; !stopping; n++) {
       String account = ACCOUNTS.get(random.nextInt(ACCOUNTS.size()));
-      long amount = 1 + random.nextInt(100);
+      long amount = 1L + random.nextInt(100);
       withdraw(http, random, base, account, amount, "w-" + options.seed() + "-" + id + "-" + n);
     }
   }
@@ -450,6 +451,6 @@ public final class PaymentsDemo {
             Integer.parseInt(flags.getOrDefault("clients", "8")),
             Double.parseDouble(flags.getOrDefault("drop-rate", "0.25")),
             Long.parseLong(flags.getOrDefault("seed", Long.toString(System.nanoTime() % 100_000))));
-    System.exit(run(o, new PrintWriter(System.out, true)).pass() ? 0 : 1);
+    System.exit(run(o, new PrintWriter(System.out, true, Charset.defaultCharset())).pass() ? 0 : 1);
   }
 }

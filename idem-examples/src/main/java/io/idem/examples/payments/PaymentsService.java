@@ -13,6 +13,7 @@ import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
 import java.io.PrintWriter;
+import java.nio.charset.Charset;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -468,7 +469,11 @@ public final class PaymentsService implements AutoCloseable {
    * #serve(String[], CountDownLatch, PrintWriter, PrintWriter)}.
    */
   public static int serve(String[] args, CountDownLatch stop) throws Exception {
-    return serve(args, stop, new PrintWriter(System.out, true), new PrintWriter(System.err, true));
+    return serve(
+        args,
+        stop,
+        new PrintWriter(System.out, true, Charset.defaultCharset()),
+        new PrintWriter(System.err, true, Charset.defaultCharset()));
   }
 
   /** How long SIGINT or SIGTERM waits for the service to stop and clean up before the JVM exits. */

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -13,6 +14,7 @@ import org.junit.jupiter.api.Timeout;
  * acknowledged withdrawals; without it (the negative control), the verdict finds double
  * withdrawals. Both runs must have met their faults, or they prove nothing.
  */
+@Tag("slow")
 class PaymentsDemoTest {
 
   static PaymentsDemo.Report run(boolean idempotency, StringBuilder printed) throws Exception {

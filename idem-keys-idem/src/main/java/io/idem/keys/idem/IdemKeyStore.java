@@ -24,6 +24,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The key store on an Idem cluster. Each operation is a command in the replicated log, sent through
@@ -80,7 +81,7 @@ public final class IdemKeyStore implements KeyStore<Write> {
    * {@link WrongTypeException} or {@link LeaseNotFoundException} and leaves the key owned.
    */
   public CompletionStage<Settlement> complete(
-      IdempotencyKey key, long token, byte[] response, Write effect) {
+      IdempotencyKey key, long token, byte[] response, @Nullable Write effect) {
     return call(key, () -> client.completeKeyAsync(key.scope(), key.key(), token, response, effect))
         .thenCompose(s -> settlement(key, s));
   }

@@ -74,7 +74,7 @@ final class KeyCalls {
   /**
    * The transactional mode's first step: decides, writes nothing, and holds the key until the
    * transaction ends. {@link Acquisition.Acquired} carries no deadline (0): the record is written
-   * completed by {@link #finish}, in the same transaction.
+   * completed by {@link #finishAndCommit}, in the same transaction.
    */
   Acquisition begin(Connection c, IdempotencyKey key, byte[] fingerprint, long lockTimeoutMs)
       throws SQLException {

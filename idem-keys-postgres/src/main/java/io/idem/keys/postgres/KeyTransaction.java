@@ -11,6 +11,7 @@ import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Savepoint;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 import org.postgresql.core.BaseConnection;
 import org.postgresql.core.TransactionState;
 
@@ -143,7 +144,7 @@ final class KeyTransaction {
    * What the work did to the transaction that began the key, if it cannot go on: ended it, or
    * swallowed the error of a statement that aborted it. Null if it can.
    */
-  private String brokenBy() {
+  private @Nullable String brokenBy() {
     try {
       TransactionState state =
           c.isWrapperFor(BaseConnection.class)
@@ -238,7 +239,7 @@ final class KeyTransaction {
    * terminated backend; or the connection is closed), or null if it failed for its own reasons. The
    * transaction did not commit: neither the key nor the work's writes were stored.
    */
-  private KeyStoreException connectionLost(Exception e) {
+  private @Nullable KeyStoreException connectionLost(Exception e) {
     SQLException sql = null;
     for (Throwable t = e; t != null && sql == null; t = t.getCause()) {
       if (t instanceof SQLException x) {
@@ -279,7 +280,7 @@ final class KeyTransaction {
    * Rolls the transaction back. A failure is added to {@code inFlight}, or thrown as {@link
    * KeyStoreException} if nothing is in flight: the connection is then unusable.
    */
-  void rollback(Throwable inFlight) {
+  void rollback(@Nullable Throwable inFlight) {
     ended = true;
     try {
       c.rollback();

@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.LongAdder;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Sends a store's transitions to Redis, many per script call when many are waiting ({@code
@@ -164,7 +165,7 @@ final class ScriptBatcher {
   }
 
   /** The next batch from the queue, or null if no live call waits. Under the lock. */
-  private List<Call> take() {
+  private @Nullable List<Call> take() {
     List<Call> batch = null;
     int bytes = 0;
     while (!waiting.isEmpty()) {
@@ -225,7 +226,7 @@ final class ScriptBatcher {
   }
 
   /** A script has answered: its place in flight goes to the next batch, if one waits. */
-  private List<Call> finished() {
+  private @Nullable List<Call> finished() {
     synchronized (lock) {
       inFlight--;
       List<Call> next = closed ? null : take();

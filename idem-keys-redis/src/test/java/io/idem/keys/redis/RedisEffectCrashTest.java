@@ -159,7 +159,7 @@ class RedisEffectCrashTest {
     }
     for (Block b : chosen) {
       // Strictly inside: after MULTI's first byte, before EXEC's last.
-      long cut = b.start() + 1 + random.nextInt(b.end() - b.start() - 1);
+      long cut = b.start() + 1L + random.nextInt(b.end() - b.start() - 1);
       Path copy = dir.resolve("cut-" + cut);
       copyTree(killed, copy);
       try (RandomAccessFile f = new RandomAccessFile(newestIncrementalAof(copy).toFile(), "rw")) {
@@ -212,7 +212,7 @@ class RedisEffectCrashTest {
         if (at < 0) {
           break; // a torn last command
         }
-        String name = cmd.get(0).toUpperCase();
+        String name = cmd.get(0).toUpperCase(java.util.Locale.ROOT);
         if (name.equals("MULTI")) {
           multi = start;
           keys = new ArrayList<>();
