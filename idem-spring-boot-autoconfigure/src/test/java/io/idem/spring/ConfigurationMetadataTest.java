@@ -56,7 +56,12 @@ class ConfigurationMetadataTest {
     for (PropertyDescriptor p :
         Introspector.getBeanInfo(type, Object.class).getPropertyDescriptors()) {
       if (p.getWriteMethod() != null) {
-        into.add(prefix + "." + p.getName().replaceAll("([a-z0-9])([A-Z])", "$1-$2").toLowerCase());
+        into.add(
+            prefix
+                + "."
+                + p.getName()
+                    .replaceAll("([a-z0-9])([A-Z])", "$1-$2")
+                    .toLowerCase(java.util.Locale.ROOT));
       }
     }
   }
