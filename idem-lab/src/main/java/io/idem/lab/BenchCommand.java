@@ -1,43 +1,21 @@
 package io.idem.lab;
 
-import com.zaxxer.hikari.HikariDataSource;
 import io.idem.cli.DurationConverter;
-import io.idem.cli.Errors;
 import io.idem.cli.TlsOptions;
 import io.idem.client.ClientTls;
-import io.idem.client.IdemClient;
-import io.idem.client.IdemTransport;
-import io.idem.client.KeyAcquisition;
-import io.idem.client.KeySettlement;
-import io.idem.client.Write;
 import io.idem.keys.postgres.PostgresKeyStore;
-import io.idem.testkit.LocalCluster;
-import io.idem.testkit.stores.PostgresServer;
 import io.idem.testkit.stores.RedisServer;
-import io.lettuce.core.ClientOptions;
-import io.lettuce.core.RedisClient;
-import io.lettuce.core.RedisURI;
-import io.lettuce.core.TimeoutOptions;
 import java.io.PrintWriter;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ThreadLocalRandom;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
-import java.util.stream.Stream;
-import org.HdrHistogram.Histogram;
-import org.HdrHistogram.Recorder;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
@@ -50,6 +28,10 @@ import picocli.CommandLine.Spec;
  * (HdrHistogram); the last line is JSON. With {@code --workload keys}, {@code --store} chooses
  * where the keys live: Idem, or the Redis store or seed 001's algorithm on a private redis-server
  * the bench starts, in the same closed loops with the same report.
+ *
+ * <p>This command holds the options, checks them, and runs one store or several side by side:
+ * {@link BenchStores} provisions each run's target and {@link BenchRun} measures it, both reading
+ * the {@link BenchSettings} fixed from the options.
  */
 @Command(
     name = "bench",
@@ -65,12 +47,6 @@ final class BenchCommand implements Callable<Integer> {
     mixed,
     keys
   }
-
-  /** The scope of the keys workload's idempotency keys. */
-  static final String KEY_SCOPE = "bench";
-
-  /** How long the keys workload's owner holds a key: far longer than an acquire and a complete. */
-  static final Duration KEY_IN_PROGRESS = Duration.ofSeconds(30);
 
   /** The cluster's bound on a key's stored response (docs/PROTOCOL.md). */
   static final int MAX_KEY_RESPONSE_BYTES = 64 * 1024;
@@ -193,7 +169,7 @@ final class BenchCommand implements Callable<Integer> {
 
   @Option(
       names = "--pg-settings",
-      defaultValue = PG_SETTINGS,
+      defaultValue = BenchStores.PG_SETTINGS,
       description =
           "With --store postgres: the private server's settings beyond PostgreSQL's defaults, as"
               + " name=value,... (fsync, synchronous_commit and full_page_writes stay on; '' for"
@@ -201,23 +177,6 @@ final class BenchCommand implements Callable<Integer> {
               + " $IDEM_PG_BIN, else pg_config --bindir, else the newest /usr/lib/postgresql/*/bin."
               + " Default: ${DEFAULT-VALUE}.")
   String pgSettings;
-
-  /** The most lanes (threads) --store postgres runs: the defaults' 64 x 32, and twice that. */
-  static final int MAX_PG_LANES = 4096;
-
-  /** Settings that would make the PostgreSQL bench measure a store that can lose commits. */
-  static final List<String> DURABILITY_SETTINGS =
-      List.of("fsync", "synchronous_commit", "full_page_writes");
-
-  /** Connections the bench keeps beyond its pool's on the private PostgreSQL (its own checks). */
-  static final int PG_SPARE_CONNECTIONS = 10;
-
-  /**
-   * The private PostgreSQL's settings by default: no checkpoint during a run, and commit_delay so
-   * that more commits share each WAL flush (docs/PERFORMANCE.md, the PostgreSQL key store).
-   */
-  static final String PG_SETTINGS =
-      "max_wal_size=4GB,checkpoint_timeout=30min,commit_delay=1000,commit_siblings=4";
 
   @Option(
       names = "--redis-server",
@@ -242,16 +201,8 @@ final class BenchCommand implements Callable<Integer> {
               + " Confirm on seed001.")
   boolean ledger;
 
-  /** The operations that failed in the last {@link #measure}. */
-  private long lastErrors;
-
-  /** The operations still in flight when the last {@link #measure} gave up waiting for them. */
-  private long lastInFlight;
-
   /** What the last {@link #measure} reported, for {@link #sideBySide}. */
-  private RunResult lastResult;
-
-  private record RunResult(double opsPerSecond, double p50, double p99, double p999) {}
+  private BenchRun.Result lastResult;
 
   /**
    * Tells this run's keys from an earlier run's against the same cluster: new for every run, since
@@ -412,51 +363,24 @@ final class BenchCommand implements Callable<Integer> {
                     + " days with --store postgres");
         return 2;
       }
-      if ((long) sessions * window > MAX_PG_LANES) {
+      if ((long) sessions * window > BenchStores.MAX_PG_LANES) {
         spec.commandLine()
             .getErr()
             .println(
                 "idem: --store postgres runs a thread per lane: at most "
-                    + MAX_PG_LANES
+                    + BenchStores.MAX_PG_LANES
                     + " lanes (--sessions x --window), got "
                     + (long) sessions * window);
         return 2;
       }
-      List<String> settings = new ArrayList<>();
-      boolean namesConnections = false;
-      for (String part : pgSettings.split(",")) {
-        String setting = part.strip();
-        if (setting.isEmpty()) {
-          continue;
-        }
-        int eq = setting.indexOf('=');
-        if (eq < 1 || eq == setting.length() - 1) {
-          spec.commandLine()
-              .getErr()
-              .println("idem: --pg-settings: expected name=value, got '" + setting + "'");
-          return 2;
-        }
-        String name = setting.substring(0, eq).strip().toLowerCase(Locale.ROOT);
-        if (DURABILITY_SETTINGS.contains(name)) {
-          spec.commandLine()
-              .getErr()
-              .println(
-                  "idem: --pg-settings: the bench keeps "
-                      + String.join(", ", DURABILITY_SETTINGS)
-                      + " on; got '"
-                      + setting
-                      + "'");
-          return 2;
-        }
-        if (name.equals("max_connections")) {
-          namesConnections = true;
-        }
-        settings.add(setting);
+      List<String> settings;
+      try {
+        settings = BenchStores.postgresSettings(pgSettings, pgPool);
+      } catch (IllegalArgumentException e) {
+        spec.commandLine().getErr().println("idem: " + e.getMessage());
+        return 2;
       }
-      if (!namesConnections && pgPool + PG_SPARE_CONNECTIONS > PostgresServer.MAX_CONNECTIONS) {
-        settings.add("max_connections=" + (pgPool + PG_SPARE_CONNECTIONS)); // the pool's, and ours
-      }
-      return go ? onPostgres(settings) : 0;
+      return go ? stores().onPostgres(settings, pgMode, pgPool) : 0;
     }
     if (store != Store.idem) {
       if (workload != Workload.keys || target != Target.idem || local != 0) {
@@ -473,7 +397,7 @@ final class BenchCommand implements Callable<Integer> {
         spec.commandLine().getErr().println("idem: --appendfsync: " + e.getMessage());
         return 2;
       }
-      return go ? onRedis(aof) : 0;
+      return go ? stores().onRedis(store, redisServer, aof) : 0;
     }
     if (target == Target.etcd) {
       if (local != 0 || workload != Workload.put) {
@@ -485,39 +409,34 @@ final class BenchCommand implements Callable<Integer> {
       if (!go) {
         return 0;
       }
-      try (EtcdTarget etcd = EtcdTarget.connect(servers, valueSize)) {
-        etcd.probe(); // fails fast, in one line, if nobody answers
-        return measure(etcd);
-      }
+      return stores().onEtcd(servers);
     }
     if (!go) {
       return 0;
     }
-    if (local == 0) {
-      return run(servers, clientTls);
-    }
-    Path dir = Files.createTempDirectory("idem-bench");
-    // One anonymous principal runs the whole load: bootstrap the cluster with quotas to match (the
-    // keys workload holds about throughput x retention key records).
-    try (LocalCluster cluster =
-        LocalCluster.start(
-            local,
-            dir,
-            b ->
-                b.bootstrapQuotas(
-                    io.idem.proto.Quotas.newBuilder()
-                        .setKeyRecords(2_000_000)
-                        .setKeyBytes(1L << 30)
-                        .build()))) {
-      cluster.waitForLeader(Duration.ofSeconds(30));
-      return run(String.join(",", cluster.clientAddresses()), null);
-    } finally {
-      try (Stream<Path> files = Files.walk(dir)) {
-        for (Path p : files.sorted(Comparator.reverseOrder()).toList()) {
-          Files.deleteIfExists(p);
-        }
-      }
-    }
+    return local == 0
+        ? stores().onIdem(servers, clientTls, probeTimeout)
+        : stores().onLocal(local, probeTimeout);
+  }
+
+  /** The provisioning of this run's target, measured by {@link #measure}. */
+  private BenchStores stores() {
+    return new BenchStores(
+        settings(), run, spec.commandLine().getOut(), spec.commandLine().getErr(), this::measure);
+  }
+
+  /** The options the measurement and the targets read, fixed for one run. */
+  private BenchSettings settings() {
+    return new BenchSettings(
+        sessions, window, workload, ledger, valueSize, keyRetention, warmup, duration, timeline);
+  }
+
+  /** Measures one run on {@code target}, and keeps its result for {@link #sideBySide}. */
+  private BenchRun.Result measure(BenchTarget target) throws InterruptedException {
+    lastResult =
+        new BenchRun(settings(), spec.commandLine().getOut(), spec.commandLine().getErr())
+            .measure(target);
+    return lastResult;
   }
 
   /**
@@ -528,7 +447,7 @@ final class BenchCommand implements Callable<Integer> {
    */
   private int sideBySide(ClientTls clientTls) throws Exception {
     PrintWriter out = spec.commandLine().getOut();
-    Map<Store, List<RunResult>> results = new LinkedHashMap<>();
+    Map<Store, List<BenchRun.Result>> results = new LinkedHashMap<>();
     stores.forEach(st -> results.put(st, new ArrayList<>()));
     for (int r = 1; r <= rounds; r++) {
       for (Store st : stores) {
@@ -547,7 +466,7 @@ final class BenchCommand implements Callable<Integer> {
       }
     }
     Store base = stores.get(stores.size() - 1);
-    double baseSum = results.get(base).stream().mapToDouble(RunResult::opsPerSecond).sum();
+    double baseSum = results.get(base).stream().mapToDouble(BenchRun.Result::opsPerSecond).sum();
     if (baseSum <= 0) {
       spec.commandLine()
           .getErr()
@@ -566,7 +485,7 @@ final class BenchCommand implements Callable<Integer> {
       StringBuilder line = new StringBuilder("round " + (r + 1) + ":");
       double baseOps = results.get(base).get(r).opsPerSecond();
       for (Store st : stores) {
-        RunResult x = results.get(st).get(r);
+        BenchRun.Result x = results.get(st).get(r);
         line.append(
             String.format(
                 Locale.ROOT,
@@ -597,7 +516,7 @@ final class BenchCommand implements Callable<Integer> {
                 base));
     String sep = "";
     for (Store st : stores) {
-      double sum = results.get(st).stream().mapToDouble(RunResult::opsPerSecond).sum();
+      double sum = results.get(st).stream().mapToDouble(BenchRun.Result::opsPerSecond).sum();
       out.printf(
           Locale.ROOT,
           "summed over the rounds: %s %,.0f keyed operations/s = %.2fx %s%n",
@@ -606,7 +525,7 @@ final class BenchCommand implements Callable<Integer> {
           sum / baseSum,
           base);
       StringBuilder each = new StringBuilder();
-      for (RunResult x : results.get(st)) {
+      for (BenchRun.Result x : results.get(st)) {
         each.append(each.length() == 0 ? "" : ",")
             .append(String.format(Locale.ROOT, "%.1f", x.opsPerSecond()));
       }
@@ -623,344 +542,5 @@ final class BenchCommand implements Callable<Integer> {
     }
     out.println(json.append("]}}"));
     return 0;
-  }
-
-  /**
-   * Starts a private redis-server in a temporary directory, runs the keys workload on it through
-   * the Redis store or seed 001, stops it (by PID) and deletes the directory.
-   */
-  private int onRedis(RedisServer.Aof aof) throws Exception {
-    Path dir = Files.createTempDirectory("idem-bench-redis");
-    try (RedisServer redis = RedisServer.start(redisServer, dir, aof)) {
-      RedisClient client =
-          RedisClient.create(
-              RedisURI.builder(RedisURI.create(redis.uri()))
-                  .withTimeout(Duration.ofSeconds(10))
-                  .build());
-      client.setOptions(
-          ClientOptions.builder()
-              .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
-              .timeoutOptions(TimeoutOptions.enabled(Duration.ofSeconds(10)))
-              .build());
-      spec.commandLine()
-          .getOut()
-          .printf(
-              "%s on a private %s (pid %d, %s), appendfsync %s, data in %s%n",
-              store,
-              redisServer,
-              redis.pid(),
-              redis.uri(),
-              aof.name().toLowerCase(Locale.ROOT),
-              dir);
-      try (BenchTarget t =
-          store == Store.redis
-              ? new RedisStoreTarget(
-                  client, sessions, run, KEY_IN_PROGRESS, keyRetention, valueSize, ledger)
-              : new Seed001Target(client, sessions, run, KEY_IN_PROGRESS.toMillis(), ledger)) {
-        return measure(t);
-      } finally {
-        client.shutdown(Duration.ZERO, Duration.ofSeconds(2));
-      }
-    } finally {
-      try (Stream<Path> files = Files.walk(dir)) {
-        for (Path p : files.sorted(Comparator.reverseOrder()).toList()) {
-          Files.deleteIfExists(p);
-        }
-      }
-    }
-  }
-
-  /**
-   * Starts a private PostgreSQL server (fsync on) in a temporary directory, runs the keys workload
-   * on it through the PostgreSQL key store, checks what the database holds against what was
-   * acknowledged, and stops the server (by PID) and deletes its directory.
-   */
-  private int onPostgres(List<String> settings) throws Exception {
-    PrintWriter out = spec.commandLine().getOut();
-    PostgresServer started;
-    try {
-      started = PostgresServer.create(PostgresServer.Durability.DURABLE, settings);
-    } catch (RuntimeException e) {
-      // initdb or the server failed (binaries missing, a bad setting): the log's last lines
-      spec.commandLine()
-          .getErr()
-          .println("idem: cannot start PostgreSQL: " + e.getMessage().strip().replace('\n', ' '));
-      return 1;
-    }
-    try (PostgresServer pg = started;
-        HikariDataSource pool = pg.pool(pgPool, 30_000)) {
-      out.printf(
-          "postgres (%s mode) on a private %s (pid %d), pool %d, %d lanes%n",
-          pgMode, pg.describe(), pg.pid(), pgPool, sessions * window);
-      PostgresStoreTarget t;
-      try {
-        t =
-            new PostgresStoreTarget(
-                pool, pgMode, sessions * window, run, KEY_IN_PROGRESS, keyRetention, valueSize);
-      } catch (IllegalArgumentException e) {
-        spec.commandLine().getErr().println("idem: " + e.getMessage());
-        return 2;
-      }
-      try (t) {
-        int code = measure(t);
-        if (lastInFlight > 0) {
-          spec.commandLine()
-              .getErr()
-              .println(
-                  "idem: the database is not checked: "
-                      + lastInFlight
-                      + " operations were still running 30 s after the end");
-          return 1;
-        }
-        String wrong = t.check(lastErrors);
-        if (wrong != null) {
-          spec.commandLine().getErr().println("idem: the database disagrees: " + wrong);
-          return 1;
-        }
-        out.println("checked: " + t.counts());
-        return code;
-      }
-    }
-  }
-
-  private int run(String addresses, ClientTls clientTls) throws Exception {
-    List<IdemClient> clients = new ArrayList<>();
-    try (IdemTransport transport =
-        clientTls == null ? IdemTransport.create() : IdemTransport.create(clientTls)) {
-      try {
-        IdemClient probe =
-            IdemClient.builder()
-                .servers(addresses)
-                .transport(transport)
-                .requestTimeout(probeTimeout)
-                .build();
-        clients.add(probe);
-        probe.put("bench/probe", new byte[0]); // fails fast, in one line, if nobody answers
-        for (int i = 1; i < sessions; i++) {
-          clients.add(
-              IdemClient.builder().servers(addresses).transport(transport).window(window).build());
-        }
-        return measure(new IdemTarget(clients));
-      } finally {
-        for (IdemClient c : clients) {
-          c.close();
-        }
-      }
-    }
-  }
-
-  /** Idem sessions, one client each, on one shared transport. */
-  private final class IdemTarget implements BenchTarget {
-    private final List<IdemClient> clients;
-    private final byte[] value = new byte[valueSize];
-
-    IdemTarget(List<IdemClient> clients) {
-      this.clients = clients;
-    }
-
-    @Override
-    public String name() {
-      return "idem";
-    }
-
-    @Override
-    public CompletableFuture<?> op(int session, long n) {
-      return BenchCommand.this.op(clients.get(session), session, n, value);
-    }
-
-    @Override
-    public long retries() {
-      return clients.stream().mapToLong(IdemClient::retries).sum();
-    }
-
-    @Override
-    public long duplicates() {
-      return clients.stream().mapToLong(IdemClient::duplicatesSeen).sum();
-    }
-
-    @Override
-    public void close() {
-      // the clients are closed by run()
-    }
-  }
-
-  /**
-   * Runs {@code window} closed loops per session: each issues an operation and, when it completes,
-   * the next, until the time is up. Operations started during the warm-up are not counted.
-   */
-  private int measure(BenchTarget target) throws InterruptedException {
-    Recorder recorder = new Recorder(3);
-    AtomicLong done = new AtomicLong();
-    AtomicLong errors = new AtomicLong();
-    AtomicReference<Throwable> firstError = new AtomicReference<>();
-    AtomicLong inFlight = new AtomicLong();
-    long warmupEnd = System.nanoTime() + warmup.toNanos();
-    long end = warmupEnd + duration.toNanos();
-    BenchLanes lanes =
-        new BenchLanes(target, end, warmupEnd, recorder, done, errors, firstError, inFlight);
-    for (int i = 0; i < sessions; i++) {
-      AtomicLong counter = new AtomicLong();
-      for (int lane = 0; lane < window; lane++) {
-        lanes.issue(i, counter);
-      }
-    }
-    long nextTick = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
-    long lastDone = 0;
-    Histogram h = new Histogram(3);
-    Histogram second = null;
-    try (BenchTimeline line = BenchTimeline.open(timeline, target.name() + " " + workloadName())) {
-      while (System.nanoTime() < end) {
-        TimeUnit.NANOSECONDS.sleep(Math.max(0, Math.min(end, nextTick) - System.nanoTime()));
-        long now = System.nanoTime();
-        if (now >= nextTick) {
-          long d = done.get();
-          progress(now, warmupEnd, d - lastDone);
-          lastDone = d;
-          nextTick += TimeUnit.SECONDS.toNanos(1);
-          second = recorder.getIntervalHistogram(second);
-          h.add(second);
-          if (now > warmupEnd) {
-            line.write(second);
-          }
-        }
-      }
-      long drainDeadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-      while (inFlight.get() > 0 && System.nanoTime() < drainDeadline) {
-        Thread.sleep(10); // let what is in flight finish before the clients close
-      }
-      second = recorder.getIntervalHistogram(second);
-      h.add(second);
-      if (second.getTotalCount() > 0) {
-        line.write(second);
-      }
-    }
-    long ops = done.get();
-    long retries = target.retries();
-    long duplicates = target.duplicates();
-    double seconds = duration.toNanos() / 1e9;
-    double throughput = ops / seconds;
-    PrintWriter out = spec.commandLine().getOut();
-    out.println();
-    out.printf(
-        Locale.ROOT,
-        "%s %s, %d sessions x window %d, %d-byte values, %.1f s after %.1f s warm-up: %.0f %s/s%n",
-        target.name(),
-        workloadName(),
-        sessions,
-        window,
-        valueSize,
-        seconds,
-        warmup.toNanos() / 1e9,
-        throughput,
-        unit());
-    out.printf(
-        Locale.ROOT,
-        "latency ms: p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f   retries %d  duplicates suppressed %d  errors %d%n",
-        ms(h, 50),
-        ms(h, 99),
-        ms(h, 99.9),
-        h.getMaxValue() / 1000.0,
-        retries,
-        duplicates,
-        errors.get());
-    out.printf(
-        Locale.ROOT,
-        "{\"target\":\"%s\",\"workload\":\"%s\",\"sessions\":%d,\"window\":%d,\"value_size\":%d,"
-            + "\"seconds\":%.2f,\"ops\":%d,\"ops_per_s\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
-            + "\"p999_ms\":%.3f,\"retries\":%d,\"duplicates\":%d,\"errors\":%d}%n",
-        target.name(),
-        workloadName(),
-        sessions,
-        window,
-        valueSize,
-        seconds,
-        ops,
-        throughput,
-        ms(h, 50),
-        ms(h, 99),
-        ms(h, 99.9),
-        retries,
-        duplicates,
-        errors.get());
-    if (firstError.get() != null) {
-      spec.commandLine().getErr().println("idem: first error: " + Errors.oneLine(firstError.get()));
-    }
-    lastErrors = errors.get();
-    lastInFlight = inFlight.get();
-    lastResult = new RunResult(throughput, ms(h, 50), ms(h, 99), ms(h, 99.9));
-    return errors.get() == 0 ? 0 : 1;
-  }
-
-  private CompletableFuture<?> op(IdemClient c, int session, long n, byte[] value) {
-    Workload w = workload == Workload.mixed ? Workload.values()[(int) (n % 3)] : workload;
-    return switch (w) {
-      case put -> c.putAsync("bench/" + session + "/" + (n % 1000), value, null);
-      case incr -> c.incrementAsync("bench/counter/" + session, 1);
-      case append -> c.appendAsync("bench/list/" + (session % 16), value);
-      case keys -> keyed(c, session, n, value);
-      case mixed -> throw new IllegalStateException("mixed is resolved above");
-    };
-  }
-
-  /**
-   * Acquires a key no one used before and completes it: one keyed operation. Any answer but
-   * acquired, then settled, fails it, so that it counts as an error.
-   */
-  private CompletableFuture<?> keyed(IdemClient c, int session, long n, byte[] response) {
-    String key = run + "-" + session + "-" + n;
-    return c.acquireKeyAsync(KEY_SCOPE, key, new byte[0], KEY_IN_PROGRESS, keyRetention)
-        .thenCompose(
-            a ->
-                a instanceof KeyAcquisition.Acquired got
-                    ? c.completeKeyAsync(
-                        KEY_SCOPE,
-                        key,
-                        got.token(),
-                        response,
-                        ledger
-                            ? Write.append(
-                                "bench/ledger/" + session, key.getBytes(StandardCharsets.UTF_8))
-                            : null)
-                    : CompletableFuture.failedFuture(
-                        new IllegalStateException("acquire of a new key answered " + a)))
-        .thenApply(
-            s -> {
-              if (!(s instanceof KeySettlement.Settled)) {
-                throw new IllegalStateException("complete of an acquired key answered " + s);
-              }
-              return s;
-            });
-  }
-
-  /** The workload's name in the report: {@code keys+ledger} with {@code --ledger}. */
-  private String workloadName() {
-    return workload + (ledger ? "+ledger" : "");
-  }
-
-  /** What one operation of the workload is, for the report. */
-  private String unit() {
-    return workload == Workload.keys ? "keyed operations" : "writes";
-  }
-
-  /** {@code percentile} of {@code h} (microseconds) in milliseconds; 0 for an empty one. */
-  static double ms(Histogram h, double percentile) {
-    return h.getTotalCount() == 0 ? 0 : h.getValueAtPercentile(percentile) / 1000.0;
-  }
-
-  private void progress(long now, long warmupEnd, long lastSecond) {
-    int width = 30;
-    double fraction = Math.max(0, Math.min(1, (now - warmupEnd) / (double) duration.toNanos()));
-    int filled = (int) (fraction * width);
-    PrintWriter out = spec.commandLine().getOut();
-    out.printf(
-        Locale.ROOT,
-        "\r[%s%s] %3.0f%%  %,d %s/s %s",
-        "#".repeat(filled),
-        " ".repeat(width - filled),
-        fraction * 100,
-        lastSecond,
-        unit(),
-        now < warmupEnd ? "(warm-up) " : "          ");
-    out.flush();
   }
 }

@@ -49,8 +49,8 @@ final class BenchTimeline implements AutoCloseable {
               "%s,%d,%.3f,%.3f,%.3f\n",
               Instant.now().truncatedTo(ChronoUnit.MILLIS),
               second.getTotalCount(),
-              BenchCommand.ms(second, 50),
-              BenchCommand.ms(second, 99),
+              BenchRun.ms(second, 50),
+              BenchRun.ms(second, 99),
               second.getTotalCount() == 0 ? 0 : second.getMaxValue() / 1000.0));
       out.flush();
     } catch (IOException e) {

@@ -116,7 +116,7 @@ final class PostgresStoreTarget implements BenchTarget {
 
   @Override
   public CompletableFuture<?> op(int session, long n) {
-    IdempotencyKey key = new IdempotencyKey(BenchCommand.KEY_SCOPE, run + "-" + session + "-" + n);
+    IdempotencyKey key = new IdempotencyKey(BenchSettings.KEY_SCOPE, run + "-" + session + "-" + n);
     CompletableFuture<?> done =
         mode == Mode.transactional
             ? CompletableFuture.supplyAsync(() -> transaction(key), workers)

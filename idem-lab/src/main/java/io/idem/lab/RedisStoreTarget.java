@@ -59,7 +59,7 @@ final class RedisStoreTarget implements BenchTarget {
   @Override
   public CompletableFuture<?> op(int session, long n) {
     RedisKeyStore store = stores.get(session);
-    IdempotencyKey key = new IdempotencyKey(BenchCommand.KEY_SCOPE, run + "-" + session + "-" + n);
+    IdempotencyKey key = new IdempotencyKey(BenchSettings.KEY_SCOPE, run + "-" + session + "-" + n);
     return BenchTarget.acquireThenComplete(
         store.acquire(key, Fingerprint.none(), inProgress, retention),
         token -> store.complete(key, token, response, effect(store, session, key)));

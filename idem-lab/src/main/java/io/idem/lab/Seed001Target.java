@@ -50,7 +50,7 @@ final class Seed001Target implements BenchTarget {
   @Override
   public CompletableFuture<?> op(int session, long n) {
     Seed001 seed = seeds.get(session);
-    String id = BenchCommand.KEY_SCOPE + ":" + run + "-" + session + "-" + n;
+    String id = BenchSettings.KEY_SCOPE + ":" + run + "-" + session + "-" + n;
     return seed.tryAcquireAsync(id, timeoutMs)
         .thenCompose(
             acquired ->
@@ -68,7 +68,7 @@ final class Seed001Target implements BenchTarget {
     return connections
         .get(session)
         .async()
-        .rpush(BenchCommand.KEY_SCOPE + ":ledger:" + session, id)
+        .rpush(BenchSettings.KEY_SCOPE + ":ledger:" + session, id)
         .toCompletableFuture();
   }
 

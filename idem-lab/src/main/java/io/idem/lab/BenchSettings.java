@@ -1,0 +1,42 @@
+package io.idem.lab;
+
+import java.nio.file.Path;
+import java.time.Duration;
+
+/**
+ * What one bench run measures and how, fixed from the command's options before the run starts: the
+ * closed loops ({@code sessions} x {@code window}), the workload and its values, and the measured
+ * window. {@code timeline} is null without {@code --timeline}.
+ */
+record BenchSettings(
+    int sessions,
+    int window,
+    BenchCommand.Workload workload,
+    boolean ledger,
+    int valueSize,
+    Duration keyRetention,
+    Duration warmup,
+    Duration duration,
+    Path timeline) {
+
+  /** The scope of the keys workload's idempotency keys. */
+  static final String KEY_SCOPE = "bench";
+
+  /** How long the keys workload's owner holds a key: far longer than an acquire and a complete. */
+  static final Duration KEY_IN_PROGRESS = Duration.ofSeconds(30);
+
+  /** The lanes of the run: one closed loop each, {@code sessions} x {@code window}. */
+  int lanes() {
+    return sessions * window;
+  }
+
+  /** The workload's name in the report: {@code keys+ledger} with {@code --ledger}. */
+  String workloadName() {
+    return workload + (ledger ? "+ledger" : "");
+  }
+
+  /** What one operation of the workload is, for the report. */
+  String unit() {
+    return workload == BenchCommand.Workload.keys ? "keyed operations" : "writes";
+  }
+}
