@@ -5,6 +5,9 @@
  * only.
  */
 module io.idem.keys {
+  // @Nullable in the API's signatures: annotations only, not needed at run time.
+  requires static transitive org.jspecify;
+
   exports io.idem.keys;
   exports io.idem.keys.spi;
 }

@@ -1,8 +1,8 @@
 package io.idem.cli;
 
 import java.io.PrintWriter;
-import java.util.function.BiFunction;
 import java.nio.charset.Charset;
+import java.util.function.BiFunction;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 

@@ -36,13 +36,15 @@ class ServerCommandConfigTest {
   void aFlagWinsOverTheEnvironmentWhichWinsOverTheFile() throws Exception {
     Path file =
         file(
-            "# three layers\n"
-                + "tick-ms = 100\n"
-                + "snapshot-every = 200\n"
-                + "entries-in-flight = 3\n"
-                + "quota = kv_keys=1000,leases=7\n"
-                + "peers = a=127.0.0.1:9002:9001,b=127.0.0.1:9012:9011\n"
-                + "id = b\n");
+            """
+            # three layers
+            tick-ms = 100
+            snapshot-every = 200
+            entries-in-flight = 3
+            quota = kv_keys=1000,leases=7
+            peers = a=127.0.0.1:9002:9001,b=127.0.0.1:9012:9011
+            id = b
+            """);
     ServerConfig c =
         parse(
             Map.of("IDEM_SNAPSHOT_EVERY", "300", "IDEM_ENTRIES_IN_FLIGHT", "4"),

@@ -4,6 +4,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The settings and checks of {@link IdemClient.Builder}, the one class that extends it (which keeps
@@ -14,15 +15,15 @@ abstract sealed class ClientBuilder permits IdemClient.Builder {
   private int window = 128;
   private Duration requestTimeout = Duration.ofSeconds(30);
   private Duration sessionTtl = Duration.ofSeconds(60);
-  private Duration keepAlive;
+  private @Nullable Duration keepAlive;
   private Duration stallTimeout = Duration.ofSeconds(5);
   private Duration probeInterval = IdemClient.DEFAULT_PROBE_INTERVAL;
   private Duration rpcTimeout = Duration.ofSeconds(3);
-  private Path identityFile;
-  private String name;
-  private IdemTransport transport;
-  private ClientTls tls;
-  private io.micrometer.core.instrument.MeterRegistry meterRegistry;
+  private @Nullable Path identityFile;
+  private @Nullable String name;
+  private @Nullable IdemTransport transport;
+  private @Nullable ClientTls tls;
+  private io.micrometer.core.instrument.@Nullable MeterRegistry meterRegistry;
   private String metricsName = "idem";
 
   ClientBuilder() {}

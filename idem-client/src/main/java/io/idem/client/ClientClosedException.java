@@ -1,5 +1,7 @@
 package io.idem.client;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * The client was closed (by {@link IdemClient#close} or after a fatal error, the cause) with the
  * call in flight.
@@ -9,7 +11,7 @@ public final class ClientClosedException extends SessionLostException {
 
   /** For the client and its tests; applications only catch it. */
   public ClientClosedException(
-      String message, long sessionId, long requestNumber, Throwable cause) {
+      String message, long sessionId, long requestNumber, @Nullable Throwable cause) {
     super(message, sessionId, requestNumber, "", cause);
   }
 

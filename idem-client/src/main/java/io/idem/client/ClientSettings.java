@@ -2,6 +2,7 @@ package io.idem.client;
 
 import java.nio.file.Path;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /** A client's settings, checked and fixed by {@link IdemClient.Builder#build}. */
 record ClientSettings(
@@ -13,7 +14,7 @@ record ClientSettings(
     long stallTimeoutMs,
     long probeIntervalMs,
     long rpcTimeoutMs,
-    Path identityFile,
-    String name,
-    IdemTransport transport,
-    ClientTls tls) {}
+    @Nullable Path identityFile,
+    @Nullable String name,
+    @Nullable IdemTransport transport,
+    @Nullable ClientTls tls) {}

@@ -1,5 +1,7 @@
 package io.idem.client;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * A newer instance of this client (same identity) resumed the session, which fences this one. The
  * client is closed.
@@ -8,7 +10,8 @@ public final class FencedException extends SessionLostException {
   private static final long serialVersionUID = 1L;
 
   /** For the client and its tests; applications only catch it. */
-  public FencedException(String message, long sessionId, long requestNumber, Throwable cause) {
+  public FencedException(
+      String message, long sessionId, long requestNumber, @Nullable Throwable cause) {
     super(message, sessionId, requestNumber, "", cause);
   }
 

@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A client of an Idem cluster whose every write is applied exactly once, in the order issued.
@@ -63,14 +64,14 @@ public final class IdemClient implements AutoCloseable {
   private final Reads reads;
   private final ClusterAdmin admin;
   private final long timeoutNanos;
-  private final io.idem.proto.Fence fence; // null: writes are not fenced
+  private final io.idem.proto.@Nullable Fence fence; // null: writes are not fenced
   private final CallObserver observer; // shared by the views of one client
 
   IdemClient(
       ClientSettings settings,
       SessionDriver session,
       long timeoutNanos,
-      io.idem.proto.Fence fence,
+      io.idem.proto.@Nullable Fence fence,
       CallObserver observer) {
     this.settings = settings;
     this.session = session;
@@ -148,7 +149,7 @@ public final class IdemClient implements AutoCloseable {
    * Writes {@code value} at {@code key}, attached to {@code lease} (deleted with it), or to none if
    * null. Completes exceptionally with {@link LeaseNotFoundException} if the lease is gone.
    */
-  public CompletableFuture<WriteResult> putAsync(String key, byte[] value, String lease) {
+  public CompletableFuture<WriteResult> putAsync(String key, byte[] value, @Nullable String lease) {
     return write(Operations.put(key, value, lease, fence), WriteResult.class);
   }
 
@@ -317,7 +318,7 @@ public final class IdemClient implements AutoCloseable {
 
   /** See {@link #completeKey(String, String, long, byte[], Write)}; {@code effect} may be null. */
   public CompletableFuture<KeySettlement> completeKeyAsync(
-      String scope, String key, long token, byte[] response, Write effect) {
+      String scope, String key, long token, byte[] response, @Nullable Write effect) {
     return write(Operations.completeKey(scope, key, token, response, effect), KeySettlement.class);
   }
 

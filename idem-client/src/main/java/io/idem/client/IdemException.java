@@ -33,7 +33,7 @@ public abstract sealed class IdemException extends RuntimeException
   private final String leaderHint;
 
   IdemException(
-      String message,
+      @Nullable String message,
       long sessionId,
       long requestNumber,
       @Nullable String leaderHint,

@@ -19,7 +19,7 @@ public record KeyValue(
     List<byte[]> elements,
     long version,
     long modRevision,
-    String lease) {
+    @Nullable String lease) {
 
   /** The value as UTF-8 text, or {@code null} for a list. */
   public @Nullable String valueAsString() {

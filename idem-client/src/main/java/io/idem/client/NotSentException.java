@@ -1,5 +1,7 @@
 package io.idem.client;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * The call never reached a server, so nothing was applied: retrying it is safe. {@link #reason()}
  * says why. When the client itself has ended, {@link #getCause()} is the exception that ended it.
@@ -21,7 +23,11 @@ public final class NotSentException extends IdemException {
 
   /** For the client and its tests; applications only catch it. */
   public NotSentException(
-      Reason reason, String message, long sessionId, String leaderHint, Throwable cause) {
+      Reason reason,
+      @Nullable String message,
+      long sessionId,
+      @Nullable String leaderHint,
+      @Nullable Throwable cause) {
     super(message, sessionId, 0, leaderHint, cause);
     this.reason = reason;
   }

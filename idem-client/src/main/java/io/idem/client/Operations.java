@@ -15,6 +15,7 @@ import io.idem.proto.ReleaseKey;
 import io.idem.proto.RenewKey;
 import io.idem.proto.RevokeLease;
 import java.time.Duration;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The protocol operation each write of {@link IdemClient} sends, built from the call's arguments
@@ -28,7 +29,8 @@ final class Operations {
 
   // ---- data ----
 
-  static Operation put(String key, byte[] value, String lease, io.idem.proto.Fence fence) {
+  static Operation put(
+      String key, byte[] value, @Nullable String lease, io.idem.proto.@Nullable Fence fence) {
     checkKey(key);
     checkValue(value);
     Put.Builder p = Put.newBuilder().setKey(key).setValue(ByteString.copyFrom(value));
@@ -42,7 +44,7 @@ final class Operations {
     return Operation.newBuilder().setPut(p).build();
   }
 
-  static Operation delete(String key, io.idem.proto.Fence fence) {
+  static Operation delete(String key, io.idem.proto.@Nullable Fence fence) {
     checkKey(key);
     Delete.Builder d = Delete.newBuilder().setKey(key);
     if (fence != null) {
@@ -52,7 +54,7 @@ final class Operations {
   }
 
   static Operation compareAndSet(
-      String key, long expectedVersion, byte[] value, io.idem.proto.Fence fence) {
+      String key, long expectedVersion, byte[] value, io.idem.proto.@Nullable Fence fence) {
     checkKey(key);
     checkValue(value);
     if (expectedVersion < 0) {
@@ -70,7 +72,7 @@ final class Operations {
     return Operation.newBuilder().setCompareAndSet(c).build();
   }
 
-  static Operation increment(String key, long delta, io.idem.proto.Fence fence) {
+  static Operation increment(String key, long delta, io.idem.proto.@Nullable Fence fence) {
     checkKey(key);
     Increment.Builder i = Increment.newBuilder().setKey(key).setDelta(delta);
     if (fence != null) {
@@ -79,7 +81,7 @@ final class Operations {
     return Operation.newBuilder().setIncrement(i).build();
   }
 
-  static Operation append(String key, byte[] value, io.idem.proto.Fence fence) {
+  static Operation append(String key, byte[] value, io.idem.proto.@Nullable Fence fence) {
     checkKey(key);
     checkValue(value);
     Append.Builder a = Append.newBuilder().setKey(key).setValue(ByteString.copyFrom(value));
@@ -136,7 +138,7 @@ final class Operations {
 
   /** A completion of the key {@code token} owns; {@code effect} (null: none) lands with it. */
   static Operation completeKey(
-      String scope, String key, long token, byte[] response, Write effect) {
+      String scope, String key, long token, byte[] response, @Nullable Write effect) {
     checkKeyId(scope, key);
     if (response == null) {
       throw new InvalidArgumentException("response must not be null", 0, 0);

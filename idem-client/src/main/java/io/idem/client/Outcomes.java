@@ -7,6 +7,7 @@ import io.idem.proto.ServerFrame;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
+import org.jspecify.annotations.Nullable;
 
 /**
  * How the server's answers become the API's results and exceptions: the typed result of each
@@ -98,14 +99,14 @@ final class Outcomes {
     return t instanceof RuntimeException r ? r : unexpected(t);
   }
 
-  static Throwable unwrap(Throwable t) {
+  static @Nullable Throwable unwrap(@Nullable Throwable t) {
     while (t instanceof CompletionException && t.getCause() != null) {
       t = t.getCause();
     }
     return t;
   }
 
-  static IdemException unexpected(Throwable t) {
+  static IdemException unexpected(@Nullable Throwable t) {
     return new ProtocolException("unexpected failure: " + t, 0, 0);
   }
 }

@@ -21,6 +21,7 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Consumer;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -72,12 +73,15 @@ final class SessionDriver {
   private final CountDownLatch stopped = new CountDownLatch(1);
   private final IdemTransport transport;
   private final boolean ownsTransport;
-  private final IdentityJournal journal;
+  private final @Nullable IdentityJournal journal;
   private final long rpcTimeoutMs;
   private final long stallNanos;
   private final long probeMs;
   private final ScheduledFuture<?> ticking;
+
+  @SuppressWarnings("UnnecessaryLambda") // one object: onShutdown and removeOnShutdown match it
   private final Runnable transportClosed = () -> apply(SessionMachine::transportClosed);
+
   private int closeWaiters;
 
   /** Whether the open stream takes request batches: callbacks' sends then wait for their round. */
@@ -88,16 +92,14 @@ final class SessionDriver {
 
   // The effects' two sides, used by one runner at a time, never under the lock.
   private final SessionWire wire;
-  private final SessionJournal journalEffects; // null without a journal
+  private final @Nullable SessionJournal journalEffects; // null without a journal
 
   SessionDriver(ClientSettings settings) {
-    this.ownsTransport = settings.transport() == null;
+    IdemTransport given = settings.transport();
+    ClientTls tls = settings.tls();
+    this.ownsTransport = given == null;
     this.transport =
-        !ownsTransport
-            ? settings.transport()
-            : settings.tls() == null
-                ? IdemTransport.create()
-                : IdemTransport.create(settings.tls());
+        given != null ? given : tls == null ? IdemTransport.create() : IdemTransport.create(tls);
     this.rpcTimeoutMs = settings.rpcTimeoutMs();
     this.stallNanos = TimeUnit.MILLISECONDS.toNanos(settings.stallTimeoutMs());
     this.probeMs = settings.probeIntervalMs();

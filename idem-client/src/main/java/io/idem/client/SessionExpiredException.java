@@ -1,5 +1,7 @@
 package io.idem.client;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * The server no longer knows the session (it expired, was closed, or never existed), so the calls
  * that were in flight have unknown outcomes: each was applied at most once and will not be resent.
@@ -10,7 +12,7 @@ public final class SessionExpiredException extends SessionLostException {
 
   /** For the client and its tests; applications only catch it. */
   public SessionExpiredException(
-      String message, long sessionId, long requestNumber, Throwable cause) {
+      String message, long sessionId, long requestNumber, @Nullable Throwable cause) {
     super(message, sessionId, requestNumber, "", cause);
   }
 

@@ -1,5 +1,7 @@
 package io.idem.client;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * The session ended with the call in flight. The call was applied at most once and will not be
  * resent. {@link #isFatal()} says whether the client goes on: after {@link SessionExpiredException}
@@ -14,7 +16,11 @@ public abstract sealed class SessionLostException extends IdemException
   private static final long serialVersionUID = 1L;
 
   SessionLostException(
-      String message, long sessionId, long requestNumber, String leaderHint, Throwable cause) {
+      String message,
+      long sessionId,
+      long requestNumber,
+      String leaderHint,
+      @Nullable Throwable cause) {
     super(message, sessionId, requestNumber, leaderHint, cause);
   }
 

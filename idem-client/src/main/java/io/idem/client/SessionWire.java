@@ -16,6 +16,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -34,7 +35,7 @@ final class SessionWire {
   private final BooleanSupplier stopped;
 
   private int streamId;
-  private StreamObserver<ClientFrame> stream;
+  private @Nullable StreamObserver<ClientFrame> stream;
 
   /**
    * @param events takes an event for the machine (the driver's {@code apply})
@@ -203,7 +204,7 @@ final class SessionWire {
     }
   }
 
-  private IdemTransport.Connection connection(String address) {
+  private IdemTransport.@Nullable Connection connection(String address) {
     try {
       return transport.connection(address);
     } catch (IllegalStateException e) {

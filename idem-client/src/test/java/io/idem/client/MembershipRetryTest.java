@@ -60,6 +60,7 @@ class MembershipRetryTest {
   }
 
   @Test
+  @SuppressWarnings("AddressSelection") // a literal loopback address, no name to resolve
   void aRefusedAttemptIsRetriedOnTheTimerWithoutSleepingOnTheCallersThread() throws Exception {
     ReluctantLeader service = new ReluctantLeader(3);
     Server server =

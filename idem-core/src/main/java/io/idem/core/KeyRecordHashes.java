@@ -31,6 +31,7 @@ final class KeyRecordHashes {
   }
 
   /** Encodes {@code r}, adds its hash, and returns the encoding (until the next call). */
+  @SuppressWarnings("ReferenceEquality") // interned scopes: identity is the cache check
   ByteBuffer add(KeyRecord r) {
     if (r.id.scope() != scope) {
       scope = r.id.scope();

@@ -77,7 +77,7 @@ final class KeyTableCodec {
     KeyRecordHashes hashes = new KeyRecordHashes(owned);
     for (int i = 0; i < count; i++) {
       ByteBuffer encoded = hashes.add(records[i]);
-      e.putRaw(encoded.array(), 0, encoded.position());
+      e.putRaw(encoded.array(), encoded.arrayOffset(), encoded.position());
     }
     e.finish();
     return hashes.digest(bounds, lastToken, count);

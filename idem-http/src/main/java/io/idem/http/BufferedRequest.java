@@ -176,7 +176,8 @@ final class BufferedRequest extends HttpServletRequestWrapper {
   }
 
   /** {@code request}'s body, or null if it is longer than {@code maxBodyBytes}. */
-  static byte[] readBody(HttpServletRequest request, int maxBodyBytes) throws IOException {
+  static byte @Nullable [] readBody(HttpServletRequest request, int maxBodyBytes)
+      throws IOException {
     long declared = request.getContentLengthLong();
     if (declared > maxBodyBytes) {
       return null;

@@ -5,6 +5,7 @@ import io.idem.keys.IdempotencyKey;
 import io.idem.keys.IdempotentExecutor;
 import io.idem.keys.spi.KeyStore;
 import java.time.Duration;
+import org.jspecify.annotations.Nullable;
 
 /**
  * How {@link IdempotencyFilter} runs a keyed request once and keeps its response: over any {@link
@@ -57,7 +58,10 @@ sealed interface Execution extends AutoCloseable {
     private final Class<?> effectType;
 
     OverStore(
-        KeyStore<?> store, Duration inProgressTimeout, Duration retention, Duration storeTimeout) {
+        KeyStore<?> store,
+        Duration inProgressTimeout,
+        Duration retention,
+        @Nullable Duration storeTimeout) {
       // Effects reach the filter untyped (a request attribute); IdempotentRequest.completeWith
       // checks each against the store's effect type, which makes this view of the store sound.
       @SuppressWarnings("unchecked")

@@ -24,8 +24,10 @@ import java.util.Collection;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The HTTP {@code Idempotency-Key} filter (draft-ietf-httpapi-idempotency-key-header-07) on any key
@@ -116,8 +118,8 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
   private final Execution execution;
   private final Set<String> methods;
   private final PolicyResolver resolver;
-  private final String scopeHeader;
-  private final String anonymousScope;
+  private final @Nullable String scopeHeader;
+  private final @Nullable String anonymousScope;
   private final List<String> replayedHeaders;
   private final int maxBodyBytes;
   private final int maxResponseBytes;
@@ -127,7 +129,8 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     this.execution =
         b.store != null
             ? new Execution.OverStore(b.store, b.inProgressTimeout, b.retention, b.storeTimeout)
-            : new Execution.InTransaction(b.transactional);
+            : new Execution.InTransaction(
+                Objects.requireNonNull(b.transactional, "a store or transactional keys"));
     this.methods = Set.copyOf(b.methods);
     IdempotencyPolicy policy = b.policy;
     this.resolver = b.resolver != null ? b.resolver : request -> policy;
@@ -199,7 +202,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     try {
       keyText = KeyHeader.parse(field);
     } catch (KeyHeader.MalformedKeyException e) {
-      problem(request, response, ProblemType.KEY_MALFORMED, e.getMessage());
+      problem(request, response, ProblemType.KEY_MALFORMED, e.detail());
       return;
     }
     CallerScope caller = caller(request);
@@ -372,7 +375,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
   /**
    * The key's caller: the principal, else the scope header, else the anonymous scope, else null.
    */
-  private CallerScope caller(HttpServletRequest request) {
+  private @Nullable CallerScope caller(HttpServletRequest request) {
     Principal p = request.getUserPrincipal();
     if (p != null && p.getName() != null && !p.getName().isEmpty()) {
       return new CallerScope(CallerScope.Source.PRINCIPAL, p.getName());
@@ -454,22 +457,22 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
 
   /** Builds an {@link IdempotencyFilter}. Not thread-safe. */
   public static final class Builder {
-    private final KeyStore<?> store;
-    private final TransactionalKeys transactional;
+    private final @Nullable KeyStore<?> store;
+    private final @Nullable TransactionalKeys transactional;
     private final Set<String> methods = new LinkedHashSet<>(DEFAULT_METHODS);
     private IdempotencyPolicy policy = IdempotencyPolicy.DEFAULTS;
-    private PolicyResolver resolver;
-    private String scopeHeader;
-    private String anonymousScope;
+    private @Nullable PolicyResolver resolver;
+    private @Nullable String scopeHeader;
+    private @Nullable String anonymousScope;
     private final List<String> replayedHeaders = new ArrayList<>(DEFAULT_REPLAYED_HEADERS);
     private int maxBodyBytes = DEFAULT_MAX_BODY_BYTES;
     private int maxResponseBytes = DEFAULT_MAX_RESPONSE_BYTES;
     private Duration inProgressTimeout = DEFAULT_IN_PROGRESS_TIMEOUT;
     private Duration retention = DEFAULT_RETENTION;
-    private Duration storeTimeout;
+    private @Nullable Duration storeTimeout;
     private ProblemTypes problemTypes = ProblemTypes.defaults();
 
-    private Builder(KeyStore<?> store, TransactionalKeys transactional) {
+    private Builder(@Nullable KeyStore<?> store, @Nullable TransactionalKeys transactional) {
       this.store = store;
       this.transactional = transactional;
     }
@@ -574,7 +577,7 @@ public final class IdempotencyFilter implements Filter, AutoCloseable {
     }
 
     /**
-     * Where the problems' {@code type} URIs point. Default {@link ProblemTypes#defaults()}: pages
+     * Where the problems' {@code "type"} URIs point. Default {@link ProblemTypes#defaults()}: pages
      * this filter serves at {@value ProblemTypes#DEFAULT_PATH} of the application.
      */
     public Builder problemTypes(ProblemTypes types) {

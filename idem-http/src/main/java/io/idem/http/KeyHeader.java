@@ -3,6 +3,7 @@ package io.idem.http;
 import io.idem.keys.IdempotencyKey;
 import jakarta.servlet.http.HttpServletRequest;
 import java.util.Enumeration;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The {@code Idempotency-Key} field value: an RFC 8941 Item whose bare item is a String
@@ -26,8 +27,15 @@ final class KeyHeader {
   static final class MalformedKeyException extends Exception {
     private static final long serialVersionUID = 1L;
 
+    private final String detail; // the message, never null
+
     MalformedKeyException(String message) {
       super(message);
+      this.detail = message;
+    }
+
+    String detail() {
+      return detail;
     }
   }
 
@@ -221,7 +229,7 @@ final class KeyHeader {
    * The request's {@code Idempotency-Key} field value, its field lines combined into one list with
    * ", " (RFC 9110) so that two keys are malformed; null without the field.
    */
-  static String fieldValue(HttpServletRequest request) {
+  static @Nullable String fieldValue(HttpServletRequest request) {
     Enumeration<String> lines = request.getHeaders(NAME);
     if (lines == null || !lines.hasMoreElements()) {
       return null;

@@ -10,6 +10,7 @@ import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
@@ -59,9 +60,7 @@ class ConfigurationMetadataTest {
         into.add(
             prefix
                 + "."
-                + p.getName()
-                    .replaceAll("([a-z0-9])([A-Z])", "$1-$2")
-                    .toLowerCase(java.util.Locale.ROOT));
+                + p.getName().replaceAll("([a-z0-9])([A-Z])", "$1-$2").toLowerCase(Locale.ROOT));
       }
     }
   }

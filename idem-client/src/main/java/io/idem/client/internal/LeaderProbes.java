@@ -1,6 +1,7 @@
 package io.idem.client.internal;
 
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The bookkeeping of a session's failover probes ({@link SessionMachine}, "Failover probes"): the
@@ -47,12 +48,12 @@ final class LeaderProbes {
    * leader, among equals), if {@code r} is the round in flight and that term is at least every term
    * heard before (it becomes the highest); else null.
    */
-  SessionMachine.ProbeAnswer settle(long r, List<SessionMachine.ProbeAnswer> answers) {
+  SessionMachine.@Nullable ProbeAnswer settle(long r, List<SessionMachine.ProbeAnswer> answers) {
     if (r != round || !probing) {
       return null;
     }
     probing = false;
-    SessionMachine.ProbeAnswer best = null;
+    SessionMachine.@Nullable ProbeAnswer best = null;
     for (SessionMachine.ProbeAnswer a : answers) {
       if (best == null
           || a.term() > best.term()

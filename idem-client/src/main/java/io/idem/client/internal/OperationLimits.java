@@ -3,13 +3,14 @@ package io.idem.client.internal;
 import io.idem.proto.Limits;
 import io.idem.proto.Operation;
 import java.nio.charset.StandardCharsets;
+import org.jspecify.annotations.Nullable;
 
 /** Checks an operation against the cluster's limits, as the servers do. */
 final class OperationLimits {
   private OperationLimits() {}
 
   /** Why {@code op} breaks {@code limits}, or null if it does not (or limits are unknown). */
-  static String problem(Operation op, Limits limits) {
+  static @Nullable String problem(Operation op, @Nullable Limits limits) {
     if (limits == null) {
       return null;
     }
@@ -46,11 +47,12 @@ final class OperationLimits {
     };
   }
 
-  private static String first(String a, String b, String c) {
+  private static @Nullable String first(
+      @Nullable String a, @Nullable String b, @Nullable String c) {
     return a != null ? a : b != null ? b : c;
   }
 
-  private static String key(String key, Limits limits) {
+  private static @Nullable String key(String key, Limits limits) {
     int max = limits.getMaxKeyBytes();
     if (max <= 0) {
       return null;
@@ -59,12 +61,12 @@ final class OperationLimits {
     return n > max ? "key is " + n + " bytes, the limit is " + max : null;
   }
 
-  private static String value(int size, Limits limits) {
+  private static @Nullable String value(int size, Limits limits) {
     int max = limits.getMaxValueBytes();
     return max > 0 && size > max ? "value is " + size + " bytes, the limit is " + max : null;
   }
 
-  private static String name(String name, Limits limits) {
+  private static @Nullable String name(String name, Limits limits) {
     int max = limits.getMaxNameChars();
     return max > 0 && name.length() > max
         ? "lease name is " + name.length() + " characters, the limit is " + max

@@ -25,11 +25,13 @@ import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.SortedMap;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.LongSupplier;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The client's session logic as a state machine: registration, numbering, the window, resends,
@@ -118,7 +120,7 @@ public final class SessionMachine {
       long keepAliveNanos,
       long stallNanos,
       long probeNanos,
-      String name,
+      @Nullable String name,
       boolean durable) {}
 
   /**
@@ -140,7 +142,7 @@ public final class SessionMachine {
    * @param outstanding requests sent and not answered, by number
    */
   public record Recovery(
-      Identity identity,
+      @Nullable Identity identity,
       long pendingNonce,
       long pendingSecretHi,
       long pendingSecretLo,
@@ -149,7 +151,8 @@ public final class SessionMachine {
     public static final Recovery NONE = new Recovery(null, 0, new TreeMap<>());
 
     /** A recovery whose pending attempt (if any) chose no secret. */
-    public Recovery(Identity identity, long pendingNonce, SortedMap<Long, Operation> outstanding) {
+    public Recovery(
+        @Nullable Identity identity, long pendingNonce, SortedMap<Long, Operation> outstanding) {
       this(identity, pendingNonce, 0, 0, outstanding);
     }
   }
@@ -200,17 +203,17 @@ public final class SessionMachine {
 
   private State state = State.IDLE;
   private boolean accepting = true;
-  private IdemException closedBy;
+  private @Nullable IdemException closedBy;
 
   // The session, once registered.
-  private Identity identity;
+  private @Nullable Identity identity;
   private long clientId;
   private long epoch;
   private long secretHi;
   private long secretLo;
   private long nextSeq = 1;
   private int window;
-  private Limits limits;
+  private @Nullable Limits limits;
 
   // The registration attempt: its nonce is kept across retries, so a retry is never a second one.
   private long nonce;
@@ -219,6 +222,8 @@ public final class SessionMachine {
   private long pendingSecretHi;
 
   private long pendingSecretLo;
+
+  @SuppressWarnings("NullAway.Init") // startRegistration sets it before any use
   private RegisterRequest registerRequest;
 
   // The connection.
@@ -282,7 +287,7 @@ public final class SessionMachine {
   public void start(long now) {
     progressAt = now;
     if (!outstanding.isEmpty() && state == State.IDLE) {
-      startRegistration(now);
+      startRegistration();
     }
   }
 
@@ -307,7 +312,7 @@ public final class SessionMachine {
     }
     waiting.add(c);
     switch (state) {
-      case IDLE -> startRegistration(now);
+      case IDLE -> startRegistration();
       case CONNECTED -> pump(now);
       default -> {} // sent once connected
     }
@@ -333,7 +338,7 @@ public final class SessionMachine {
       }
       case SESSION_EXPIRED -> {
         // Nothing to resume: the old session expired while this client was away.
-        sessionGone("the session expired while the client was away", now);
+        sessionGone("the session expired while the client was away");
       }
       case UNAUTHENTICATED ->
           closeWith(
@@ -409,7 +414,7 @@ public final class SessionMachine {
       switch (code) {
         case OK -> {}
         case NOT_LEADER -> reconnect(f.getLeaderHint(), now);
-        case SESSION_EXPIRED -> sessionGone("session " + clientId + " expired", now);
+        case SESSION_EXPIRED -> sessionGone("session " + clientId + " expired");
         case FENCED ->
             closeWith(Fatal.FENCED, "a newer instance of this client resumed the session", null);
         case UNAUTHENTICATED ->
@@ -433,7 +438,7 @@ public final class SessionMachine {
         }
       }
       case SESSION_EXPIRED ->
-          sessionGone("session " + clientId + " expired with this call in flight", now);
+          sessionGone("session " + clientId + " expired with this call in flight");
       case FENCED ->
           closeWith(Fatal.FENCED, "a newer instance of this client resumed the session", null);
       default -> answered(f, now);
@@ -484,7 +489,7 @@ public final class SessionMachine {
     switch (state) {
       case IDLE -> {
         if (!waiting.isEmpty() && accepting) {
-          startRegistration(now);
+          startRegistration();
         }
       }
       case REGISTER_BACKOFF -> {
@@ -631,7 +636,12 @@ public final class SessionMachine {
 
   // ---- registration ----
 
-  private void startRegistration(long now) {
+  /** The session's name, which a durable session has (the builder requires one with a journal). */
+  private String durableName() {
+    return Objects.requireNonNull(settings.name(), "a durable session has a name");
+  }
+
+  private void startRegistration() {
     state = State.REGISTERING;
     RegisterRequest.Builder req = RegisterRequest.newBuilder().setTtlMs(settings.sessionTtlMs());
     if (nonce == 0) {
@@ -645,7 +655,7 @@ public final class SessionMachine {
         // it had is returned rather than a second session opened.
         effects.add(
             new Effect.JournalPending(
-                settings.name(), nonce, settings.sessionTtlMs(), pendingSecretHi, pendingSecretLo));
+                durableName(), nonce, settings.sessionTtlMs(), pendingSecretHi, pendingSecretLo));
       }
     }
     if (identity != null) {
@@ -683,10 +693,10 @@ public final class SessionMachine {
     } else {
       nextSeq = reply.getNextSeq();
       if (settings.durable()) {
-        identity = new Identity(settings.name(), clientId, secretHi, secretLo);
+        identity = new Identity(durableName(), clientId, secretHi, secretLo);
         effects.add(
             new Effect.JournalIdentity(
-                settings.name(), clientId, secretHi, secretLo, settings.sessionTtlMs()));
+                durableName(), clientId, secretHi, secretLo, settings.sessionTtlMs()));
       }
     }
     nonce = 0;
@@ -844,7 +854,7 @@ public final class SessionMachine {
   }
 
   /** The session is gone: calls in flight have unknown outcomes; new calls get a new session. */
-  private void sessionGone(String why, long now) {
+  private void sessionGone(String why) {
     if (state == State.CONNECTED) {
       effects.add(new Effect.EndStream(stream, true));
     }
@@ -867,7 +877,7 @@ public final class SessionMachine {
     nonce = 0;
     state = State.IDLE;
     if (!waiting.isEmpty() && accepting) {
-      startRegistration(now);
+      startRegistration();
     }
   }
 
@@ -880,7 +890,7 @@ public final class SessionMachine {
     IDENTITY_FILE
   }
 
-  private void closeWith(Fatal kind, String why, Throwable cause) {
+  private void closeWith(Fatal kind, String why, @Nullable Throwable cause) {
     if (state == State.CLOSED) {
       return;
     }
@@ -904,7 +914,7 @@ public final class SessionMachine {
     effects.add(new Effect.Stop());
   }
 
-  private IdemException lost(Fatal kind, String why, long seq, Throwable cause) {
+  private IdemException lost(Fatal kind, String why, long seq, @Nullable Throwable cause) {
     return switch (kind) {
       case FENCED -> new FencedException(why, clientId, seq, cause);
       case UNAUTHENTICATED -> new UnauthenticatedException(why, clientId, seq, cause);
@@ -913,7 +923,8 @@ public final class SessionMachine {
     };
   }
 
-  private NotSentException notSent(NotSentException.Reason reason, String why, Throwable cause) {
+  private NotSentException notSent(
+      NotSentException.Reason reason, String why, @Nullable Throwable cause) {
     return new NotSentException(reason, why, clientId, leaderHint, cause);
   }
 
@@ -994,7 +1005,7 @@ public final class SessionMachine {
   }
 
   /** The cluster's limits learned at registration, or null before (or from an older server). */
-  public Limits limits() {
+  public @Nullable Limits limits() {
     return limits;
   }
 }

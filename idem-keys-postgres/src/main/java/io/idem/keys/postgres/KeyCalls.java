@@ -8,6 +8,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The store's calls on one connection: each is one prepared statement that calls one function of
@@ -230,7 +231,7 @@ final class KeyCalls {
   }
 
   /** A failure of a call as the store contract's {@link KeyStoreException}: outcome unknown. */
-  static KeyStoreException failure(IdempotencyKey key, String what, SQLException e) {
+  static KeyStoreException failure(@Nullable IdempotencyKey key, String what, SQLException e) {
     String state = e.getSQLState();
     String how =
         QUERY_CANCELED.equals(state)

@@ -30,6 +30,7 @@ import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The key store on PostgreSQL, over any {@link DataSource} (a pool such as HikariCP in practice).
@@ -112,8 +113,8 @@ public final class PostgresKeyStore implements KeyStore<NoEffect>, AutoCloseable
 
   private final DataSource dataSource;
   private final Executor executor;
-  private final ExecutorService ownExecutor; // null when the executor was given
-  private final ScheduledExecutorService purger; // null when purging is off
+  private final @Nullable ExecutorService ownExecutor; // null when the executor was given
+  private final @Nullable ScheduledExecutorService purger; // null when purging is off
   private final KeyCalls calls; // on the store's own connections: JDBC query timeouts
   private final KeyTransaction.Settings transactions;
   private final long statementTimeoutMs;
@@ -429,7 +430,7 @@ public final class PostgresKeyStore implements KeyStore<NoEffect>, AutoCloseable
   /** Builds a {@link PostgresKeyStore}. Not thread-safe. */
   public static final class Builder {
     private final DataSource dataSource;
-    private Executor executor;
+    private @Nullable Executor executor;
     private int threads = DEFAULT_THREADS;
     private int queueCapacity = DEFAULT_QUEUE_CAPACITY;
     private Duration statementTimeout = DEFAULT_STATEMENT_TIMEOUT;

@@ -21,6 +21,7 @@ import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.Base64;
 import java.util.List;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -30,6 +31,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The key store on Redis (single node, or a primary found through Sentinel), with Lettuce.
@@ -111,18 +113,20 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
 
   private final StatefulRedisConnection<byte[], byte[]> connection;
   private final RedisAsyncCommands<byte[], byte[]> redis;
-  private final RedisClient ownedClient;
+  private final @Nullable RedisClient ownedClient;
   private final ScriptCodec codec;
   private final Duration timeout;
   private volatile boolean closed;
-  private final Executor completions;
+  private final @Nullable Executor completions;
   private final String attemptPrefix;
   private final AtomicLong attempts = new AtomicLong();
   private final ScriptBatcher batcher;
   private final AcquireRecovery recovery;
 
   private RedisKeyStore(
-      Builder b, RedisClient ownedClient, StatefulRedisConnection<byte[], byte[]> connection) {
+      Builder b,
+      @Nullable RedisClient ownedClient,
+      StatefulRedisConnection<byte[], byte[]> connection) {
     this.connection = connection;
     this.redis = connection.async();
     this.ownedClient = ownedClient;
@@ -421,13 +425,13 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
 
   /** Builds a {@link RedisKeyStore}. Not thread-safe. */
   public static final class Builder {
-    private RedisClient client;
-    private RedisURI uri;
+    private @Nullable RedisClient client;
+    private @Nullable RedisURI uri;
     private String prefix = DEFAULT_PREFIX;
     private Duration timeout = DEFAULT_TIMEOUT;
     private int maxResponseBytes = DEFAULT_MAX_RESPONSE_BYTES;
     private int maxBatch = DEFAULT_MAX_BATCH;
-    private Executor completionExecutor;
+    private @Nullable Executor completionExecutor;
 
     private Builder() {}
 
@@ -543,7 +547,8 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
       RedisClient owned = client == null ? ownedClient() : null;
       try {
         StatefulRedisConnection<byte[], byte[]> c =
-            (owned != null ? owned : client).connect(ByteArrayCodec.INSTANCE);
+            (owned != null ? owned : Objects.requireNonNull(client, "client or uri"))
+                .connect(ByteArrayCodec.INSTANCE);
         return new RedisKeyStore(this, owned, c);
       } catch (RuntimeException e) {
         if (owned != null) {
