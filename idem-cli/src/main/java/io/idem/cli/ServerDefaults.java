@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.Reader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
@@ -129,13 +130,12 @@ public final class ServerDefaults implements IDefaultValueProvider {
     Properties p = new Properties();
     try (Reader in = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
       p.load(in);
+    } catch (NoSuchFileException e) {
+      throw new ParameterException(
+          spec.commandLine(), "the configuration file " + file + " does not exist", e);
     } catch (IOException | IllegalArgumentException e) {
       throw new ParameterException(
-          spec.commandLine(),
-          "cannot read the configuration file " + file + ": " + e,
-          e,
-          null,
-          null);
+          spec.commandLine(), "cannot read the configuration file " + file + ": " + e, e);
     }
     Set<String> known = keys(spec);
     for (String key : new TreeSet<>(p.stringPropertyNames())) {

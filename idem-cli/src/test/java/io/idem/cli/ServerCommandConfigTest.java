@@ -102,6 +102,18 @@ class ServerCommandConfigTest {
   }
 
   @Test
+  void aMissingFileIsAnErrorNamingIt() {
+    Path missing = dir.resolve("absent.conf");
+    StringWriter err = new StringWriter();
+    int code =
+        Idem.commandLine(new PrintWriter(new StringWriter()), new PrintWriter(err))
+            .execute("server", "--config", missing.toString());
+    assertThat(code).isEqualTo(2);
+    assertThat(err.toString().strip())
+        .isEqualTo("idem: the configuration file " + missing + " does not exist (see --help)");
+  }
+
+  @Test
   void aBadValueNamesKeyValueAndFile() throws Exception {
     Path file = file("tick-ms = soon\n");
     assertThatThrownBy(() -> parse(Map.of(), "--config", file.toString()))
