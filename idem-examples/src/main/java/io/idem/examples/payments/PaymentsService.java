@@ -586,15 +586,13 @@ public final class PaymentsService implements AutoCloseable {
       balances.open(account, cmd.balance());
     }
     try (PaymentsService service = start(balances, cmd.options())) {
-      out.println(
-          "payments: listening on http://127.0.0.1:"
-              + service.port()
-              + " ("
-              + balances.store().name().toLowerCase(java.util.Locale.ROOT)
-              + " store, Idempotency-Key filter "
-              + (cmd.options().idempotency() ? "on" : "OFF")
-              + "); accounts "
-              + cmd.accounts());
+      out.printf(
+          "payments: listening on http://127.0.0.1:%d (%s store, Idempotency-Key filter %s);"
+              + " accounts %s%n",
+          service.port(),
+          balances.store().name().toLowerCase(java.util.Locale.ROOT),
+          cmd.options().idempotency() ? "on" : "OFF",
+          cmd.accounts());
       out.flush();
       stop.await();
     }
