@@ -323,6 +323,43 @@ public final class IdemClient implements AutoCloseable {
   }
 
   /**
+   * Claims the cursor at {@code key} (log format 9): raises its epoch, which fences every earlier
+   * claimant's commits, and answers the position committed so far. Creates the cursor if absent. A
+   * consumer claims a stream (a Kafka partition) when it is assigned it, and resumes at the
+   * answer's position.
+   *
+   * @throws WrongTypeException the key holds a value that is not a cursor
+   */
+  public CursorClaim claimCursor(String key) {
+    return join(claimCursorAsync(key));
+  }
+
+  /** See {@link #claimCursor}. */
+  public CompletableFuture<CursorClaim> claimCursorAsync(String key) {
+    return write(Operations.claimCursor(key), CursorClaim.class);
+  }
+
+  /**
+   * Commits consumed records to the cursor at {@code key} under the claim {@code epoch}, in one log
+   * command: each step's write and key completion land with the cursor's advance to its position,
+   * in order. Steps at or below the committed position are skipped, so a resend after an unknown
+   * outcome applies nothing twice. {@link CursorCommit.Fenced} if a newer claim holds the cursor
+   * (nothing applied); {@link CursorCommit.Stopped} if a step could not apply (the steps before it
+   * stay applied).
+   *
+   * @param steps 1 to 4,096 steps, positions strictly increasing
+   */
+  public CursorCommit commitCursor(String key, long epoch, List<CursorStep> steps) {
+    return join(commitCursorAsync(key, epoch, steps));
+  }
+
+  /** See {@link #commitCursor}. */
+  public CompletableFuture<CursorCommit> commitCursorAsync(
+      String key, long epoch, List<CursorStep> steps) {
+    return write(Operations.commitCursor(key, epoch, steps), CursorCommit.class);
+  }
+
+  /**
    * Drops the key {@code token} owns: the business step failed and did nothing, so a retry may run
    * it again. {@link KeySettlement.Fenced} if {@code token} no longer owns it.
    */

@@ -14,7 +14,9 @@ public sealed interface OperationResult
         AppendResult,
         LeaseResult,
         KeyAcquisition,
-        KeySettlement {
+        KeySettlement,
+        CursorClaim,
+        CursorCommit {
 
   /** The log index of the entry that applied the operation. */
   long revision();

@@ -175,6 +175,48 @@ final class Operations {
         .build();
   }
 
+  static Operation claimCursor(String key) {
+    checkKey(key);
+    return Operation.newBuilder()
+        .setClaimCursor(io.idem.proto.ClaimCursor.newBuilder().setKey(key))
+        .build();
+  }
+
+  /** A commit of {@code steps} to the cursor at {@code key} under the claim {@code epoch}. */
+  static Operation commitCursor(String key, long epoch, java.util.List<CursorStep> steps) {
+    checkKey(key);
+    if (steps == null || steps.isEmpty()) {
+      throw new InvalidArgumentException("a cursor commit needs at least one step", 0, 0);
+    }
+    io.idem.proto.CommitCursor.Builder c =
+        io.idem.proto.CommitCursor.newBuilder().setKey(key).setEpoch(epoch);
+    long last = 0;
+    for (CursorStep s : steps) {
+      if (s.position() <= last) {
+        throw new InvalidArgumentException(
+            "cursor steps' positions must increase: " + s.position() + " after " + last, 0, 0);
+      }
+      last = s.position();
+      io.idem.proto.CursorStep.Builder b =
+          io.idem.proto.CursorStep.newBuilder().setPosition(s.position());
+      if (s.effect() != null) {
+        b.setEffect(effect(s.effect()));
+      }
+      CursorStep.Completion k = s.completion();
+      if (k != null) {
+        checkKeyId(k.scope(), k.key());
+        b.setComplete(
+            CompleteKey.newBuilder()
+                .setScope(k.scope())
+                .setKey(k.key())
+                .setToken(k.token())
+                .setResponse(ByteString.copyFrom(k.response())));
+      }
+      c.addSteps(b);
+    }
+    return Operation.newBuilder().setCommitCursor(c).build();
+  }
+
   /** A completion's effect: the write {@code w}, unfenced (the completion is its fence). */
   private static Operation effect(Write w) {
     Operation.Builder o = Operation.newBuilder();
@@ -218,6 +260,8 @@ final class Operations {
       case COMPLETE_KEY -> op.getCompleteKey().getKey();
       case RELEASE_KEY -> op.getReleaseKey().getKey();
       case RENEW_KEY -> op.getRenewKey().getKey();
+      case CLAIM_CURSOR -> op.getClaimCursor().getKey();
+      case COMMIT_CURSOR -> op.getCommitCursor().getKey();
       case OP_NOT_SET -> "";
     };
   }

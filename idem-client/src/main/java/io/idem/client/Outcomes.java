@@ -27,6 +27,9 @@ final class Outcomes {
     Result r = f.getResult();
     long rev = r.getRevision();
     boolean dup = f.getDuplicate();
+    if (op.hasCommitCursor() && (r.getCode() == Code.CURSOR_FENCED || r.getPosition() != 0)) {
+      return cursorCommit(r, clientId, f.getSeq(), dup);
+    }
     if (r.getCode() != Code.OK && !(r.getCode() == Code.CAS_MISMATCH && op.hasCompareAndSet())) {
       throw rejected(r, clientId, f.getSeq());
     }
@@ -52,8 +55,30 @@ final class Outcomes {
             case KEY_FENCED -> new KeySettlement.Fenced(r.getToken(), rev, dup);
             default -> throw unexpectedOutcome(r, clientId, f.getSeq());
           };
+      case CLAIM_CURSOR -> new CursorClaim(r.getToken(), r.getPosition(), rev, dup);
+      case COMMIT_CURSOR -> cursorCommit(r, clientId, f.getSeq(), dup);
       case OP_NOT_SET -> throw new ProtocolException("an answer to no operation", 0, f.getSeq());
     };
+  }
+
+  /**
+   * A cursor commit's answer. An answer past the epoch check carries the cursor's position (-1 or
+   * above 0); one without (0) refused the command whole, and is thrown by the caller.
+   */
+  private static CursorCommit cursorCommit(Result r, long clientId, long seq, boolean dup) {
+    long rev = r.getRevision();
+    if (r.getCode() == Code.CURSOR_FENCED) {
+      return new CursorCommit.Fenced(r.getToken(), r.getPosition(), rev, dup);
+    }
+    if (r.getCode() != Code.OK) {
+      return new CursorCommit.Stopped(
+          r.getPosition(), r.getStepsDone(), rejected(r, clientId, seq), 0, rev, dup);
+    }
+    if (r.getKeyOutcome() == io.idem.proto.KeyOutcome.KEY_FENCED) {
+      return new CursorCommit.Stopped(
+          r.getPosition(), r.getStepsDone(), null, r.getToken(), rev, dup);
+    }
+    return new CursorCommit.Committed(r.getPosition(), rev, dup);
   }
 
   private static ProtocolException unexpectedOutcome(Result r, long clientId, long seq) {

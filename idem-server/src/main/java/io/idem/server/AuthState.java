@@ -4,6 +4,8 @@ import io.idem.core.SnapshotFormatException;
 import io.idem.proto.AuthReply;
 import io.idem.proto.AuthRequest;
 import io.idem.proto.Code;
+import io.idem.proto.CommitCursor;
+import io.idem.proto.CursorStep;
 import io.idem.proto.Fence;
 import io.idem.proto.Operation;
 import io.idem.proto.Permission;
@@ -121,7 +123,9 @@ final class AuthState implements StateSection {
    * Why the session of {@code principal} may not run {@code op}, or null if it may: a KV write
    * needs {@code KV_READ_WRITE} on its key (and {@code LEASE} on the lease it attaches, and {@code
    * KEY_SCOPE} on its fence's scope); a lease operation {@code LEASE} on the name; a key operation
-   * {@code KEY_SCOPE} on the scope, and a complete's effect what that write needs.
+   * {@code KEY_SCOPE} on the scope, and a complete's effect what that write needs; a cursor's claim
+   * or commit {@code KV_READ_WRITE} on the cursor's key, and a commit's steps what their writes and
+   * completions need.
    */
   String denial(String principal, Operation op) {
     if (!enabled) {
@@ -170,8 +174,24 @@ final class AuthState implements StateSection {
       case RELEASE_KEY ->
           denial(principal, Permission.Kind.KEY_SCOPE, op.getReleaseKey().getScope());
       case RENEW_KEY -> denial(principal, Permission.Kind.KEY_SCOPE, op.getRenewKey().getScope());
+      case CLAIM_CURSOR -> write(principal, op.getClaimCursor().getKey(), null);
+      case COMMIT_CURSOR -> commitDenial(principal, op.getCommitCursor());
       case OP_NOT_SET -> null; // answered INVALID_ARGUMENT by the state machine
     };
+  }
+
+  /** A cursor commit: a write of the cursor, and of each step's effect and key completion. */
+  private String commitDenial(String principal, CommitCursor c) {
+    String d = write(principal, c.getKey(), null);
+    for (CursorStep s : c.getStepsList()) {
+      if (d == null && s.hasEffect()) {
+        d = denial(principal, s.getEffect());
+      }
+      if (d == null && s.hasComplete()) {
+        d = denial(principal, Permission.Kind.KEY_SCOPE, s.getComplete().getScope());
+      }
+    }
+    return d;
   }
 
   /** A write of {@code key}, fenced by {@code fence} (or null). */

@@ -23,11 +23,13 @@ final class Operations {
   private final KvState kv;
   private final LeaseState leases;
   private final KeyState keys;
+  private final Cursors cursors;
 
   Operations(KvState kv, LeaseState leases, KeyState keys) {
     this.kv = kv;
     this.leases = leases;
     this.keys = keys;
+    this.cursors = new Cursors(kv, keys);
   }
 
   /**
@@ -104,6 +106,17 @@ final class Operations {
           break;
         }
         return keys.renew(revision, op.getRenewKey(), clock);
+      case CLAIM_CURSOR:
+        if (version < ReplicatedState.CURSORS_SINCE_VERSION) {
+          break;
+        }
+        return cursors.claim(revision, op.getClaimCursor(), payer);
+      case COMMIT_CURSOR:
+        if (version < ReplicatedState.CURSORS_SINCE_VERSION) {
+          break;
+        }
+        // A step's effect is charged like any write: it adds what the consumer's handler decided.
+        return cursors.commit(revision, clock, op.getCommitCursor(), payer, this::effect);
       default:
         break;
     }
@@ -153,29 +166,7 @@ final class Operations {
     Operation e = c.getEffect();
     // A completion settles what was acquired, so neither quotas nor the budget refuse its effect;
     // what the effect writes is still charged to the principal.
-    Payer charged =
-        payer == null
-            ? null
-            : new Payer(
-                payer.principal(),
-                Quotas.UNLIMITED,
-                false,
-                payer.backendUsed(),
-                payer.backendBytes());
-    Result effect =
-        switch (e.getOpCase()) {
-          case PUT -> kv.put(revision, e.getPut(), charged);
-          case DELETE -> kv.delete(revision, e.getDelete().getKey());
-          case COMPARE_AND_SET -> kv.compareAndSet(revision, e.getCompareAndSet(), charged);
-          case INCREMENT -> kv.increment(revision, e.getIncrement(), charged);
-          case APPEND -> kv.append(revision, e.getAppend(), charged);
-          default ->
-              Results.invalid(
-                  revision,
-                  "a complete's effect must be a put, delete, compare_and_set, increment or"
-                      + " append, got "
-                      + e.getOpCase());
-        };
+    Result effect = effect(revision, e, payer == null ? null : payer.settling());
     if (effect.getCode() != Code.OK) {
       return effect;
     }
@@ -184,6 +175,25 @@ final class Operations {
       throw new IllegalStateException("a complete checked as owned was refused: " + done);
     }
     return effect.toBuilder().setKeyOutcome(KeyOutcome.SETTLED).build();
+  }
+
+  /**
+   * Runs a write carried by another operation (a complete's effect, a cursor step's): a put,
+   * delete, compare-and-set, increment or append, its fence ignored.
+   */
+  private Result effect(long revision, Operation e, Payer charged) {
+    return switch (e.getOpCase()) {
+      case PUT -> kv.put(revision, e.getPut(), charged);
+      case DELETE -> kv.delete(revision, e.getDelete().getKey());
+      case COMPARE_AND_SET -> kv.compareAndSet(revision, e.getCompareAndSet(), charged);
+      case INCREMENT -> kv.increment(revision, e.getIncrement(), charged);
+      case APPEND -> kv.append(revision, e.getAppend(), charged);
+      default ->
+          Results.invalid(
+              revision,
+              "an effect must be a put, delete, compare_and_set, increment or append, got "
+                  + e.getOpCase());
+    };
   }
 
   private static LeaseState.Rules leaseRules(int version) {

@@ -18,6 +18,14 @@ import io.idem.proto.Result;
  */
 record Payer(String principal, Quotas quotas, boolean full, long backendUsed, long backendBytes) {
 
+  /**
+   * This payer for a write that settles what the principal already holds (a completion's effect, a
+   * cursor's advance): charged to it, but refused by neither its quotas nor the backend budget.
+   */
+  Payer settling() {
+    return new Payer(principal, Quotas.UNLIMITED, false, backendUsed, backendBytes);
+  }
+
   /** The principal as a refusal names it. */
   String describe() {
     return principal.isEmpty() ? "the anonymous principal" : "principal \"" + principal + "\"";

@@ -84,7 +84,7 @@ final class ReplicatedState {
    * in-progress timeout) landed, and the duplicate that took the key over next wrote again (issue
    * 36). Inside an entry of version 7 or older the write is judged as before.
    */
-  static final int LOG_FORMAT_VERSION = 8;
+  static final int LOG_FORMAT_VERSION = 9;
 
   /** The first log-entry format with access control and session names per principal. */
   static final int AUTH_SINCE_VERSION = 6;
@@ -109,6 +109,9 @@ final class ReplicatedState {
    * deadline ({@link KeyState.FenceRules#UNTIL_DEADLINE}).
    */
   static final int FENCE_DEADLINES_SINCE_VERSION = 8;
+
+  /** The first log-entry format with cursors ({@code ClaimCursor}, {@code CommitCursor}). */
+  static final int CURSORS_SINCE_VERSION = 9;
 
   /** The oldest log-entry format this code still applies. */
   static final int OLDEST_LOG_FORMAT_VERSION = 1;

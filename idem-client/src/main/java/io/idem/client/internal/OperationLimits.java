@@ -43,6 +43,8 @@ final class OperationLimits {
       case KEEP_ALIVE_LEASE -> name(op.getKeepAliveLease().getName(), limits);
       case REVOKE_LEASE -> name(op.getRevokeLease().getName(), limits);
       case ACQUIRE_KEY, COMPLETE_KEY, RELEASE_KEY, RENEW_KEY -> null; // the server checks them
+      case CLAIM_CURSOR -> key(op.getClaimCursor().getKey(), limits);
+      case COMMIT_CURSOR -> key(op.getCommitCursor().getKey(), limits); // the server checks steps
       case OP_NOT_SET -> "no operation";
     };
   }
