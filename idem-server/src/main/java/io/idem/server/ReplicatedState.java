@@ -37,7 +37,7 @@ import java.util.List;
  */
 final class ReplicatedState {
   /**
-   * The log-entry format this code writes. It applies versions 1 to 8: in version 1 entries any
+   * The log-entry format this code writes. It applies versions 1 to 9: in version 1 entries any
    * session may renew or revoke a lease, and a revoke answers no log time; version 2 entries
    * (leases have holders) are refused by nodes that only know version 1, so a rolling upgrade stops
    * old nodes instead of letting them apply new entries differently. Version 3 adds {@code
@@ -52,7 +52,8 @@ final class ReplicatedState {
    * record with exactly its token: a released or expired key refuses it, where version 4 let it
    * through) and adds a complete's {@code effect}, a write applied in the same step as the
    * completion, which a version 4 node would drop; inside a version 4 entry both are decided as
-   * version 4 decides them.
+   * version 4 decides them. Version 9 adds cursors ({@code ClaimCursor}, {@code CommitCursor}),
+   * answered as no operation inside older entries.
    *
    * <p>Nodes of this code apply an entry of a version they do not know as a no-op ({@link
    * #undecodable}): it never stops the applier, so no entry can poison the log. The leader checks

@@ -51,7 +51,7 @@ class IdemStateMachineTest {
 
     machine.expect(3, entry(99, now));
     assertThat(machine.proposalRefusal(request(machine.proposer(), 3), now))
-        .isEqualTo("it has log format version 99; this node applies versions 1 to 8");
+        .isEqualTo("it has log format version 99; this node applies versions 1 to 9");
 
     machine.expect(4, entry(ReplicatedState.LOG_FORMAT_VERSION, now + 5_001));
     assertThat(machine.proposalRefusal(request(machine.proposer(), 4), now))

@@ -618,15 +618,37 @@ class KeyStateTest {
     assertThat(state.get("v").getFound()).isTrue();
   }
 
+  /** In a version 8 entry, a cursor operation is no operation, and no cursor appears. */
   @Test
-  void thisNodeWritesVersionEightAndDoesNotApplyANewerVersion() {
-    assertThat(ReplicatedState.LOG_FORMAT_VERSION).isEqualTo(8);
+  void versionEightEntriesKnowNoCursors() {
+    RegisterReply a = register("a");
+    version = 8;
+    Operation claim =
+        Operation.newBuilder()
+            .setClaimCursor(io.idem.proto.ClaimCursor.newBuilder().setKey("cur"))
+            .build();
+    Result r = send(a, 1, claim).getResult();
+    assertThat(r.getCode()).isEqualTo(Code.INVALID_ARGUMENT);
+    assertThat(r.getMessage()).isEqualTo("the request carries no operation");
+    assertThat(state.get("cur").getFound()).isFalse();
+    version = 9;
+    Result claimed = send(a, 2, claim).getResult();
+    assertThat(claimed.getCode()).isEqualTo(Code.OK);
+    assertThat(claimed.getToken()).isEqualTo(1);
+    assertThat(claimed.getPosition()).isEqualTo(-1);
+    assertThat(state.get("cur").getValue().toStringUtf8())
+        .isEqualTo("idem-cursor epoch=1 position=-1");
+  }
+
+  @Test
+  void thisNodeWritesVersionNineAndDoesNotApplyANewerVersion() {
+    assertThat(ReplicatedState.LOG_FORMAT_VERSION).isEqualTo(9);
     LogEntry future =
         LogEntry.newBuilder().setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION + 1).build();
-    assertThat(ReplicatedState.undecodable(future)).contains("applies versions 1 to 8");
+    assertThat(ReplicatedState.undecodable(future)).contains("applies versions 1 to 9");
     assertThatThrownBy(() -> state.apply(1, 1, future, false))
         .isInstanceOf(IllegalArgumentException.class)
-        .hasMessageContaining("applies versions 1 to 8");
+        .hasMessageContaining("applies versions 1 to 9");
   }
 
   @Test
