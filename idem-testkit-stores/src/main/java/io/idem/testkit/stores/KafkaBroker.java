@@ -85,7 +85,8 @@ public final class KafkaBroker implements AutoCloseable {
   }
 
   /**
-   * A builder with the defaults: {@value #DEFAULT_PARTITIONS} partition, jars from the property.
+   * A builder with the defaults: {@value #DEFAULT_PARTITIONS} partition, a {@value #DEFAULT_HEAP}
+   * heap, the jars where {@link Builder#lib} says.
    */
   public static Builder builder() {
     return new Builder();
@@ -336,6 +337,32 @@ public final class KafkaBroker implements AutoCloseable {
 
   // ---- helpers ----
 
+  /**
+   * {@value #LIB_PROPERTY}, else the first {@code idem-kafka-broker/target/broker-lib} in the
+   * working directory or above it (a module's tests run in the module's directory, beside
+   * idem-kafka-broker).
+   */
+  static Path defaultLib() {
+    String p = System.getProperty(LIB_PROPERTY);
+    if (p != null && !p.isBlank()) {
+      return Path.of(p);
+    }
+    Path here = Path.of("").toAbsolutePath();
+    for (Path d = here; d != null; d = d.getParent()) {
+      Path candidate = d.resolve("idem-kafka-broker").resolve("target").resolve("broker-lib");
+      if (Files.isDirectory(candidate)) {
+        return candidate;
+      }
+    }
+    throw new IllegalStateException(
+        "no -D"
+            + LIB_PROPERTY
+            + " and no idem-kafka-broker/target/broker-lib in "
+            + here
+            + " or above: build the module idem-kafka-broker (./mvnw install -pl idem-kafka-broker),"
+            + " or pass the directory to KafkaBroker.builder().lib()");
+  }
+
   /** The jars' directory: holds kafka_2.13's jar, or the start fails naming where it looked. */
   static Path checkLib(Path lib) {
     boolean ok = false;
@@ -454,7 +481,8 @@ public final class KafkaBroker implements AutoCloseable {
     }
 
     /**
-     * The directory of the broker's jars; by default the system property {@value #LIB_PROPERTY}.
+     * The directory of the broker's jars; by default the system property {@value #LIB_PROPERTY},
+     * else {@code idem-kafka-broker/target/broker-lib} in the working directory or above it.
      */
     public Builder lib(Path lib) {
       this.lib = lib;
@@ -474,18 +502,7 @@ public final class KafkaBroker implements AutoCloseable {
      *     times out (the message holds the log's tail; the directory is deleted)
      */
     public KafkaBroker start() {
-      Path jars = lib;
-      if (jars == null) {
-        String p = System.getProperty(LIB_PROPERTY);
-        if (p == null || p.isBlank()) {
-          throw new IllegalStateException(
-              "no -D"
-                  + LIB_PROPERTY
-                  + ": set it to idem-kafka-broker/target/broker-lib (the module's surefire"
-                  + " configuration does), or pass the directory to KafkaBroker.builder().lib()");
-        }
-        jars = Path.of(p);
-      }
+      Path jars = lib != null ? lib : defaultLib();
       jars = checkLib(jars);
       Path dir;
       try {
