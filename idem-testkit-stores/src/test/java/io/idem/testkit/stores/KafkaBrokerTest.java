@@ -32,6 +32,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -40,6 +41,7 @@ import org.junit.jupiter.api.io.TempDir;
  * The Kafka broker launcher, with the real clients: a topic, records produced and consumed in a
  * group, a restart that keeps them, and that stop, kill and close leave no process or directory.
  */
+@Tag("slow") // four broker starts and a restart: about a minute on two cores
 @Timeout(300)
 class KafkaBrokerTest {
   private static final String TOPIC = "events";
