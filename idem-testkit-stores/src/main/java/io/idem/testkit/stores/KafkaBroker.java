@@ -30,7 +30,9 @@ import java.util.stream.Stream;
  * alone is not a broker that has registered with its controller. {@link #stop()} sends SIGTERM to
  * the PID and, after {@link #STOP_BOUND}, SIGKILL; {@link #kill()} is SIGKILL at once, as a crash;
  * {@link #restart()} starts it again on the same ports and data; {@link #close()} stops it and
- * deletes the directory. A shutdown hook kills a broker still running when this JVM exits.
+ * deletes the directory. A shutdown hook kills a broker still running when this JVM exits, and a
+ * watchdog shell ({@code sh}, one per running broker) kills it within about a second of this JVM's
+ * death when no hook ran (SIGKILL).
  *
  * <p>Topics are not created automatically ({@code auto.create.topics.enable=false}): tests create
  * them with the Admin client. The internal topics have one replica and one partition.
@@ -70,6 +72,7 @@ public final class KafkaBroker implements AutoCloseable {
   private final Map<String, String> properties;
   private Process process;
   private Thread reaper;
+  private Process watchdog;
 
   private KafkaBroker(Builder b, Path lib, Path dir) {
     this.lib = lib;
@@ -131,7 +134,7 @@ public final class KafkaBroker implements AutoCloseable {
       process.destroyForcibly();
       awaitExit(process, STOP_BOUND);
     }
-    forgetReaper();
+    dropGuards();
   }
 
   /**
@@ -151,7 +154,7 @@ public final class KafkaBroker implements AutoCloseable {
         }
       }
     }
-    forgetReaper();
+    dropGuards();
   }
 
   /**
@@ -220,6 +223,7 @@ public final class KafkaBroker implements AutoCloseable {
     Process started = process;
     reaper = new Thread(() -> started.destroyForcibly(), "kafka-reaper-" + port);
     Runtime.getRuntime().addShutdownHook(reaper);
+    watchdog = watchdog(started);
     awaitStarted(log, from);
   }
 
@@ -229,7 +233,7 @@ public final class KafkaBroker implements AutoCloseable {
     while (!logSince(log, from).contains(STARTED)) {
       if (!process.isAlive()) {
         int code = process.exitValue();
-        forgetReaper();
+        dropGuards();
         throw new IllegalStateException(
             "kafka broker exited with " + code + " before it started:\n" + logTail());
       }
@@ -324,7 +328,38 @@ public final class KafkaBroker implements AutoCloseable {
     return Base64.getUrlEncoder().withoutPadding().encodeToString(buf.array());
   }
 
-  private void forgetReaper() {
+  /**
+   * A shell that SIGKILLs the broker once this JVM is gone, also when it went by SIGKILL and ran no
+   * shutdown hook; it polls once a second and ends by itself when the broker does.
+   */
+  private Process watchdog(Process broker) {
+    long jvm = ProcessHandle.current().pid();
+    long pid = broker.pid();
+    String script =
+        String.format(
+            "while kill -0 %d 2>/dev/null && kill -0 %d 2>/dev/null; do sleep 1; done;"
+                + " kill -0 %d 2>/dev/null || kill -9 %d 2>/dev/null",
+            jvm, pid, jvm, pid);
+    try {
+      return new ProcessBuilder("sh", "-c", script)
+          .redirectErrorStream(true)
+          .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+          .start();
+    } catch (IOException e) {
+      broker.destroyForcibly();
+      awaitExit(broker, STOP_BOUND);
+      dropGuards();
+      throw new UncheckedIOException("cannot start the broker's watchdog (sh)", e);
+    }
+  }
+
+  /** Drops the shutdown hook and stops the watchdog (by its PID), once the broker is gone. */
+  private void dropGuards() {
+    if (watchdog != null) {
+      watchdog.destroyForcibly();
+      awaitExit(watchdog, STOP_BOUND);
+      watchdog = null;
+    }
     if (reaper != null) {
       try {
         Runtime.getRuntime().removeShutdownHook(reaper);

@@ -3,10 +3,15 @@ package io.idem.testkit.stores;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -15,6 +20,7 @@ import java.util.Properties;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -26,6 +32,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -34,6 +41,7 @@ import org.junit.jupiter.api.io.TempDir;
  * The Kafka broker launcher, with the real clients: a topic, records produced and consumed in a
  * group, a restart that keeps them, and that stop, kill and close leave no process or directory.
  */
+@Tag("slow") // four broker starts and a restart: about a minute on two cores
 @Timeout(300)
 class KafkaBrokerTest {
   private static final String TOPIC = "events";
@@ -105,6 +113,60 @@ class KafkaBrokerTest {
   }
 
   @Test
+  void aBrokerDoesNotOutliveAJvmKilledWithSigkill() throws Exception {
+    Process owner =
+        new ProcessBuilder(
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-D" + KafkaBroker.LIB_PROPERTY + "=" + KafkaBroker.defaultLib(),
+                "-cp",
+                System.getProperty("java.class.path"),
+                KafkaBrokerOwner.class.getName())
+            .redirectErrorStream(true)
+            .start();
+    Path dir = null;
+    long broker = -1;
+    try (BufferedReader out =
+        new BufferedReader(new InputStreamReader(owner.getInputStream(), StandardCharsets.UTF_8))) {
+      for (String line = out.readLine(); line != null; line = out.readLine()) {
+        if (line.startsWith("broker ")) {
+          String[] parts = line.split(" ", 3);
+          broker = Long.parseLong(parts[1]);
+          dir = Path.of(parts[2]);
+          break;
+        }
+      }
+      assertThat(broker).as("the owner JVM printed its broker's PID").isPositive();
+      assertThat(ProcessHandle.of(broker).map(ProcessHandle::isAlive)).contains(true);
+      owner.destroyForcibly(); // SIGKILL: no shutdown hook runs
+      assertThat(owner.waitFor(30, TimeUnit.SECONDS)).isTrue();
+      long end = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+      while (ProcessHandle.of(broker).map(ProcessHandle::isAlive).orElse(false)
+          && System.nanoTime() < end) {
+        Thread.sleep(100);
+      }
+      assertThat(ProcessHandle.of(broker).map(ProcessHandle::isAlive))
+          .as("broker PID %d after its JVM was killed", broker)
+          .isNotEqualTo(Optional.of(true));
+    } finally {
+      owner.destroyForcibly();
+      if (broker > 0) {
+        ProcessHandle.of(broker).ifPresent(ProcessHandle::destroyForcibly);
+      }
+      if (dir != null && Files.exists(dir)) {
+        deleteTree(dir);
+      }
+    }
+  }
+
+  @Test
+  void aBrokerThatCannotStartFailsWithItsLog() {
+    assertThatThrownBy(() -> KafkaBroker.builder().property("node.id", "one").start())
+        .isInstanceOf(IllegalStateException.class)
+        .hasMessageContaining("exited with")
+        .hasMessageContaining("Invalid value one"); // the tail of the tool's log
+  }
+
+  @Test
   void missingJarsAreNamedInTheError(@TempDir Path empty) {
     assertThatThrownBy(() -> KafkaBroker.builder().lib(empty).start())
         .isInstanceOf(IllegalStateException.class)
@@ -113,6 +175,12 @@ class KafkaBrokerTest {
     assertThatThrownBy(() -> KafkaBroker.builder().partitions(0))
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("0");
+  }
+
+  private static void deleteTree(Path root) throws IOException {
+    try (Stream<Path> all = Files.walk(root)) {
+      all.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    }
   }
 
   private static Admin admin(KafkaBroker broker) {
@@ -178,7 +246,7 @@ class KafkaBrokerTest {
           return Optional.of(line.substring("VmRSS:".length()).trim());
         }
       }
-    } catch (java.io.IOException e) {
+    } catch (IOException e) {
       // not Linux
     }
     return Optional.empty();
