@@ -8,12 +8,14 @@ import io.idem.kafka.RecordKeys;
 import io.idem.kafka.spi.BatchOutcome;
 import io.idem.kafka.spi.PartitionClaim;
 import io.idem.testkit.stores.PostgresServer;
+import java.lang.reflect.Proxy;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -24,6 +26,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import javax.sql.DataSource;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.jspecify.annotations.Nullable;
@@ -276,6 +279,54 @@ class PostgresReceiverStoreTest {
     // It saw the batch's committed position, not the one before it.
     assertThat(claim.get(WAIT_S, TimeUnit.SECONDS)).isEqualTo(new PartitionClaim(2, 3));
     assertThat(appliedOffsets()).containsExactly(0L, 1L, 2L);
+  }
+
+  @Test
+  void aBatchRunsDurableAndUnderItsTimeoutsWhateverTheSessionSays() throws Exception {
+    Map<String, String> seen = new ConcurrentHashMap<>();
+    try (HikariDataSource own = server.pool(2, 2000)) {
+      // Every connection of this data source has synchronous_commit off for its session.
+      DataSource lax =
+          (DataSource)
+              Proxy.newProxyInstance(
+                  DataSource.class.getClassLoader(),
+                  new Class<?>[] {DataSource.class},
+                  (proxy, method, args) -> {
+                    Object out = method.invoke(own, args);
+                    if (out instanceof Connection c) {
+                      try (Statement s = c.createStatement()) {
+                        s.execute("SET synchronous_commit = off");
+                      }
+                    }
+                    return out;
+                  });
+      PostgresReceiverStore<String, String> store =
+          PostgresReceiverStore.<String, String>builder(
+                  lax,
+                  (r, c, token) -> {
+                    for (String name :
+                        List.of("synchronous_commit", "statement_timeout", "lock_timeout")) {
+                      try (Statement s = c.createStatement();
+                          ResultSet rs = s.executeQuery("SHOW " + name)) {
+                        rs.next();
+                        seen.put(name, rs.getString(1));
+                      }
+                    }
+                  })
+              .statementTimeout(Duration.ofSeconds(7))
+              .lockTimeout(Duration.ofSeconds(3))
+              .build();
+      stores.add(store);
+      store.migrate();
+      long epoch = await(store.claim(group, tp)).epoch();
+
+      assertThat(await(store.process(group, tp, epoch, records(0, 1))))
+          .isEqualTo(new BatchOutcome.Committed(1, 0));
+      assertThat(seen)
+          .containsEntry("synchronous_commit", "on")
+          .containsEntry("statement_timeout", "7s")
+          .containsEntry("lock_timeout", "3s");
+    }
   }
 
   @Test
