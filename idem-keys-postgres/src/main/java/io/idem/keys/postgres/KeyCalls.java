@@ -24,6 +24,7 @@ final class KeyCalls {
   // the function raises, the server skips the COMMIT and the transaction stays aborted.
   private static final String FINISH_AND_COMMIT =
       "SELECT idem_key_finish(?, ?, ?, ?, ?, ?); COMMIT";
+  private static final String FINISH = "SELECT idem_key_finish(?, ?, ?, ?, ?, ?)";
 
   /** SQLSTATE raised by idem_key_finish when the key changed hands. */
   static final String CHANGED_HANDS = "IDK01";
@@ -104,7 +105,37 @@ final class KeyCalls {
       byte[] response,
       long retentionMs)
       throws SQLException {
-    try (PreparedStatement s = prepare(c, FINISH_AND_COMMIT)) {
+    finish(c, FINISH_AND_COMMIT, key, fingerprint, token, response, retentionMs);
+  }
+
+  /**
+   * The last step inside a transaction the caller ends: writes the completed record, which commits
+   * or rolls back with the caller's transaction.
+   *
+   * @throws SQLException with SQLSTATE {@link #CHANGED_HANDS} if the record holds a greater token
+   *     (the transaction is then aborted)
+   */
+  void finish(
+      Connection c,
+      IdempotencyKey key,
+      byte[] fingerprint,
+      long token,
+      byte[] response,
+      long retentionMs)
+      throws SQLException {
+    finish(c, FINISH, key, fingerprint, token, response, retentionMs);
+  }
+
+  private void finish(
+      Connection c,
+      String sql,
+      IdempotencyKey key,
+      byte[] fingerprint,
+      long token,
+      byte[] response,
+      long retentionMs)
+      throws SQLException {
+    try (PreparedStatement s = prepare(c, sql)) {
       s.setString(1, key.scope());
       s.setString(2, key.key());
       s.setBytes(3, fingerprint);

@@ -70,27 +70,71 @@ final class KeyTransaction {
     }
   }
 
+  /**
+   * Runs {@code work} for {@code key} inside the transaction open on {@code c}, as {@link
+   * PostgresKeyStore#inOpenTransaction} says: neither begins nor ends it, and on a failure leaves
+   * it to the caller to roll back. The arguments are checked.
+   */
+  static byte[] joined(
+      Settings settings, Connection c, IdempotencyKey key, byte[] fp, TransactionalWork work)
+      throws Exception {
+    try {
+      if (c.getAutoCommit()) {
+        throw new IllegalStateException(
+            "the connection is in auto-commit mode: inOpenTransaction joins a transaction the"
+                + " caller has open (setAutoCommit(false) first)");
+      }
+    } catch (SQLException e) {
+      throw KeyCalls.failure(key, "begin", e);
+    }
+    KeyTransaction tx = new KeyTransaction(settings, c, key, fp);
+    Acquisition a = tx.begin();
+    if (a instanceof Acquisition.Acquired owned) {
+      byte[] value = tx.runWork(owned.token(), work);
+      byte[] stored = tx.checkedSize(StoredOutcomes.success(value));
+      try {
+        settings.calls().finish(c, key, fp, owned.token(), stored, settings.retentionMs());
+      } catch (SQLException e) {
+        throw tx.finishFailure(owned.token(), e, "completing the key failed");
+      }
+      return value;
+    }
+    return tx.notRun(a);
+  }
+
   private byte[] run(TransactionalWork work) throws Exception {
     Acquisition a;
     try {
-      a = settings.calls().begin(c, key, fp, settings.lockTimeoutMs());
-    } catch (SQLException e) {
-      RuntimeException out =
-          KeyCalls.LOCK_NOT_AVAILABLE.equals(e.getSQLState())
-              ? new KeyInProgressException(
-                  key,
-                  "another transaction held the key longer than the lock timeout ("
-                      + settings.lockTimeoutMs()
-                      + " ms); nothing ran",
-                  e)
-              : KeyCalls.failure(key, "acquire", e);
-      rollback(out);
-      throw out;
+      a = begin();
+    } catch (RuntimeException e) {
+      rollback(e);
+      throw e;
     }
     if (a instanceof Acquisition.Acquired owned) {
       return runOwned(owned.token(), work);
     }
     rollback(null); // only read; ends the lock wait of duplicates behind this one at once
+    return notRun(a);
+  }
+
+  /** Decides on the key, holding it until the transaction ends; a failure is thrown as is. */
+  private Acquisition begin() {
+    try {
+      return settings.calls().begin(c, key, fp, settings.lockTimeoutMs());
+    } catch (SQLException e) {
+      throw KeyCalls.LOCK_NOT_AVAILABLE.equals(e.getSQLState())
+          ? new KeyInProgressException(
+              key,
+              "another transaction held the key longer than the lock timeout ("
+                  + settings.lockTimeoutMs()
+                  + " ms); nothing ran",
+              e)
+          : KeyCalls.failure(key, "acquire", e);
+    }
+  }
+
+  /** The answer to a key this run does not own: its stored response, or why not. */
+  private byte[] notRun(Acquisition a) {
     if (a instanceof Acquisition.Completed done) {
       return StoredOutcomes.replay(key, done.response());
     }
@@ -103,6 +147,65 @@ final class KeyTransaction {
             + ((Acquisition.InProgress) a).deadlineMs()
             + " (database time); nothing ran",
         null);
+  }
+
+  /**
+   * Runs the work inside the joined transaction: its response, checked; a failure is thrown as is,
+   * or as {@link KeyStoreException} if the connection broke. Nothing is rolled back here.
+   */
+  private byte[] runWork(long token, TransactionalWork work) throws Exception {
+    byte[] value;
+    try {
+      value = work.run(c, token);
+    } catch (Exception e) {
+      KeyStoreException lost = connectionLost(e);
+      throw lost != null ? lost : e;
+    }
+    if (value == null) {
+      throw new IllegalStateException(
+          "the work returned null; return an empty array for an empty response");
+    }
+    String broken = brokenBy();
+    if (broken != null) {
+      throw new IllegalStateException(broken);
+    }
+    return value;
+  }
+
+  /** {@code stored}, if it fits in maxResponseBytes. */
+  private byte[] checkedSize(byte[] stored) {
+    if (stored.length > settings.maxResponseBytes()) {
+      throw new IllegalArgumentException(
+          "the response is "
+              + stored.length
+              + " bytes stored, over maxResponseBytes "
+              + settings.maxResponseBytes()
+              + "; nothing was written");
+    }
+    return stored;
+  }
+
+  /** The failure of writing the key's completion: fenced, or the store's. */
+  private RuntimeException finishFailure(long token, SQLException e, String what) {
+    return KeyCalls.CHANGED_HANDS.equals(e.getSQLState())
+        ? new KeyFencedException(
+            key,
+            "the key changed hands during the transaction (its locks were let go early):"
+                + " token "
+                + token
+                + " no longer owns it; nothing of this transaction was written",
+            e)
+        : new KeyStoreException(
+            key,
+            what
+                + " (SQLSTATE "
+                + e.getSQLState()
+                + ": "
+                + e.getMessage()
+                + "): the outcome is unknown (whether the work and its outcome were"
+                + " recorded); a retry with the same key replays them if they were, or runs"
+                + " the work if not",
+            e);
   }
 
   private byte[] runOwned(long token, TransactionalWork work) throws Exception {
@@ -179,39 +282,16 @@ final class KeyTransaction {
 
   /** Completes the key with {@code stored} and commits. */
   private void settle(long token, byte[] stored) {
-    if (stored.length > settings.maxResponseBytes()) {
-      IllegalArgumentException e =
-          new IllegalArgumentException(
-              "the response is "
-                  + stored.length
-                  + " bytes stored, over maxResponseBytes "
-                  + settings.maxResponseBytes()
-                  + "; nothing was written");
+    try {
+      checkedSize(stored);
+    } catch (IllegalArgumentException e) {
       rollback(e);
       throw e;
     }
     try {
       settings.calls().finishAndCommit(c, key, fp, token, stored, settings.retentionMs());
     } catch (SQLException e) {
-      RuntimeException out =
-          KeyCalls.CHANGED_HANDS.equals(e.getSQLState())
-              ? new KeyFencedException(
-                  key,
-                  "the key changed hands during the transaction (its locks were let go early):"
-                      + " token "
-                      + token
-                      + " no longer owns it; nothing of this transaction was written",
-                  e)
-              : new KeyStoreException(
-                  key,
-                  "completing and committing failed (SQLSTATE "
-                      + e.getSQLState()
-                      + ": "
-                      + e.getMessage()
-                      + "): the outcome is unknown (whether the work and its outcome were"
-                      + " recorded); a retry with the same key replays them if they were, or runs"
-                      + " the work if not",
-                  e);
+      RuntimeException out = finishFailure(token, e, "completing and committing failed");
       rollback(out);
       throw out;
     }

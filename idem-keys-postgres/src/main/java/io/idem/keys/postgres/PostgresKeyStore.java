@@ -305,6 +305,53 @@ public final class PostgresKeyStore implements KeyStore<NoEffect>, AutoCloseable
     return KeyTransaction.run(transactions, connection, key, fp, work);
   }
 
+  /**
+   * Runs {@code work} once for {@code key} inside the transaction the caller has open on {@code
+   * connection} (auto-commit off), which this neither begins nor ends: the key's decision, the
+   * work's writes and the key's completion join that transaction, and commit or roll back with it.
+   * For a caller that commits more than one key's work, or writes of its own, in one transaction
+   * (the Kafka receiver commits a batch of records with the partition's offset).
+   *
+   * <ol>
+   *   <li>Decide on the key, holding its lock (and its record's row, if it has one) until the
+   *       caller's transaction ends. A duplicate running at the same time waits, at most {@link
+   *       Builder#lockTimeout}.
+   *   <li>Completed before: return the stored response; {@code work} does not run.
+   *   <li>Free: run {@code work} on {@code connection} with a new token, and write the record
+   *       completed with its response; others see it once the caller commits.
+   * </ol>
+   *
+   * <p>On an exception nothing of the key was written, but the caller's transaction may hold the
+   * key's lock and the work's writes, or be aborted: the caller rolls it back, or back to a
+   * savepoint taken before this call to go on with the rest. Failures are never stored here ({@link
+   * Builder#storeFailures} is for {@link #inTransaction}): a failed work runs again on a retry.
+   * Timeouts and isolation as for {@link #inTransaction}.
+   *
+   * @return the work's response, from this run or the stored one
+   * @throws KeyMismatchException the key was used with another fingerprint; nothing ran
+   * @throws KeyInProgressException another transaction held the key past the lock timeout, or an
+   *     owner of the standard mode holds it; nothing ran
+   * @throws StoredFailureException a failure that {@link #inTransaction} stored, replayed
+   * @throws KeyFencedException the key changed hands during the transaction, which can only happen
+   *     if its locks were let go early
+   * @throws KeyStoreException the database failed, or the connection broke while the work ran
+   * @throws IllegalArgumentException a bad part, or a response over {@link
+   *     Builder#maxResponseBytes}
+   * @throws IllegalStateException the connection is in auto-commit mode; or the work returned null,
+   *     ended the transaction, or went on after one of its statements failed
+   * @throws Exception what the work threw
+   */
+  public byte[] inOpenTransaction(
+      Connection connection, IdempotencyKey key, Fingerprint fingerprint, TransactionalWork work)
+      throws Exception {
+    if (connection == null || work == null) {
+      throw new IllegalArgumentException("connection and work must not be null");
+    }
+    CallArguments.checkKey(key);
+    byte[] fp = CallArguments.fingerprint(fingerprint);
+    return KeyTransaction.joined(transactions, connection, key, fp, work);
+  }
+
   // ---- retention ----
 
   /**

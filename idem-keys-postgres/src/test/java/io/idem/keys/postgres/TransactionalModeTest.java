@@ -492,6 +492,42 @@ class TransactionalModeTest {
     }
   }
 
+  @Test
+  void inOpenTransactionJoinsTheCallersTransactionForSeveralKeys() throws Exception {
+    int account = openAccount(10_000);
+    IdempotencyKey a = key("open-a");
+    IdempotencyKey b = key("open-b");
+    try (Connection c = pool.getConnection()) {
+      c.setAutoCommit(false);
+      store.inOpenTransaction(c, a, FP, (conn, token) -> withdraw(conn, a, account, token));
+      store.inOpenTransaction(c, b, FP, (conn, token) -> withdraw(conn, b, account, token));
+      assertThat(c.getAutoCommit()).isFalse(); // still the caller's, still open
+      c.rollback();
+      assertThat(withdrawals(a) + withdrawals(b) + records(a) + records(b)).isZero();
+
+      byte[] first =
+          store.inOpenTransaction(c, a, FP, (conn, token) -> withdraw(conn, a, account, token));
+      store.inOpenTransaction(c, b, FP, (conn, token) -> withdraw(conn, b, account, token));
+      assertThat(records(a)).isZero(); // not before the caller commits
+      c.commit();
+      assertThat(withdrawals(a) + withdrawals(b)).isEqualTo(2);
+      assertThat(records(a) + records(b)).isEqualTo(2);
+
+      runs.set(0);
+      byte[] replayed =
+          store.inOpenTransaction(c, a, FP, (conn, token) -> withdraw(conn, a, account, token));
+      c.commit();
+      assertThat(runs).hasValue(0);
+      assertThat(replayed).isEqualTo(first);
+      assertThat(balance(account)).isEqualTo(10_000 - 2 * AMOUNT);
+      c.setAutoCommit(true);
+      assertThatThrownBy(
+              () -> store.inOpenTransaction(c, key("open-c"), FP, (conn, token) -> new byte[0]))
+          .isInstanceOf(IllegalStateException.class)
+          .hasMessageContaining("auto-commit");
+    }
+  }
+
   // ---- the business step and checks ----
 
   IdempotencyKey key(String name) {
