@@ -10,6 +10,7 @@ import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.TopicPartition;
@@ -321,6 +322,26 @@ class IdemKafkaAutoConfigurationTest {
               }
               assertThat(registry.get(IdemKafkaReceiverMetrics.RECORDS).functionCounters())
                   .hasSize(3);
+
+              // A loop that ends on an error (here an interrupt of its poll) reads 0 while the
+              // lifecycle still runs.
+              IdemKafkaReceivers receivers = context.getBean(IdemKafkaReceivers.class);
+              Thread.getAllStackTraces().keySet().stream()
+                  .filter(t -> t.getName().equals("idem-kafka-payments"))
+                  .forEach(Thread::interrupt);
+              long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+              while (receivers.isRunning("payments") && System.nanoTime() - end < 0) {
+                Thread.sleep(20);
+              }
+              assertThat(receivers.isRunning("payments")).isFalse();
+              assertThat(receivers.isRunning()).isTrue();
+              assertThat(
+                      registry
+                          .get(IdemKafkaReceiverMetrics.RUNNING)
+                          .tags("receiver", "payments")
+                          .gauge()
+                          .value())
+                  .isZero();
             });
     assertThat(
             registry

@@ -23,6 +23,9 @@ import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -41,18 +44,22 @@ import org.springframework.boot.kafka.autoconfigure.KafkaAutoConfiguration;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.kafka.core.KafkaOperations;
+import org.springframework.kafka.listener.DeadLetterPublishingRecoverer;
+import org.springframework.kafka.support.KafkaHeaders;
 
 /**
  * A receiver bean against a real Kafka broker and its store on an embedded Idem cluster: the
  * context's receiver applies each record once, Kafka's committed offsets follow the store's for
  * monitoring, and the next context's receiver resumes from the store's offsets even after Kafka's
- * were reset to 0.
+ * were reset to 0; a poison record goes to a dead-letter topic through Spring Kafka's recoverer.
  */
 @Tag("slow")
 @Timeout(300)
 class IdemKafkaReceiverBrokerTest {
   static final String TOPIC = "payments";
   static final String GROUP = "billing";
+  static final String REFUNDS = "refunds";
   static final Duration BOUND = Duration.ofSeconds(120);
 
   @TempDir static Path dir;
@@ -70,7 +77,11 @@ class IdemKafkaReceiverBrokerTest {
     broker = KafkaBroker.builder().partitions(2).start();
     try (Admin admin = admin()) {
       admin
-          .createTopics(List.of(new NewTopic(TOPIC, Optional.empty(), Optional.empty())))
+          .createTopics(
+              List.of(
+                  new NewTopic(TOPIC, Optional.empty(), Optional.empty()),
+                  new NewTopic(REFUNDS, Optional.empty(), Optional.empty()),
+                  new NewTopic(REFUNDS + "-dlt", Optional.empty(), Optional.empty())))
           .all()
           .get(60, TimeUnit.SECONDS);
     }
@@ -111,11 +122,34 @@ class IdemKafkaReceiverBrokerTest {
     }
   }
 
+  /**
+   * Each record refunds its key's account its value; a value that is not a number fails, twice, and
+   * goes to refunds-dlt through Spring Kafka's recoverer on Boot's template.
+   */
+  @Configuration(proxyBeanMethods = false)
+  static class Refunds {
+    @Bean
+    IdemKafkaReceiver<String, String> refunds(KafkaOperations<?, ?> template) {
+      IdemReceiverStore<String, String> store =
+          IdemReceiverStore.<String, String>builder(
+                  client,
+                  (r, token) -> Write.increment("refunded/" + r.key(), Long.parseLong(r.value())))
+              .build();
+      return IdemKafkaReceiver.builder(
+              "refunds", new StringDeserializer(), new StringDeserializer(), store)
+          .topics(REFUNDS)
+          .group("refunders")
+          .maxAttempts(2)
+          .maxBackoff(Duration.ofMillis(200))
+          .deadLetters(SpringDeadLetters.of(new DeadLetterPublishingRecoverer(template)))
+          .build();
+    }
+  }
+
   final ApplicationContextRunner runner =
       new ApplicationContextRunner()
           .withConfiguration(
               AutoConfigurations.of(KafkaAutoConfiguration.class, IdemKafkaAutoConfiguration.class))
-          .withUserConfiguration(Payments.class)
           .withPropertyValues(
               "spring.kafka.bootstrap-servers=" + broker.bootstrapServers(),
               "spring.kafka.consumer.group-id=" + GROUP,
@@ -124,15 +158,17 @@ class IdemKafkaReceiverBrokerTest {
   @Test
   void eachRecordIsAppliedOnceAndTheNextRunResumesFromTheStoresOffsetsNotKafkas() throws Exception {
     produce(0, 20);
-    runner.run(
-        context -> {
-          assertThat(context).hasNotFailed();
-          ReceiverStats stats = context.getBean(IdemKafkaReceivers.class).stats("payments");
-          assertThat(stats).isNotNull();
-          await("20 records applied", () -> stats.applied() == 20);
-          await("Kafka's committed offsets at 20", () -> kafkaCommitted() == 20);
-          assertThat(stats.claims()).isGreaterThanOrEqualTo(2);
-        });
+    runner
+        .withUserConfiguration(Payments.class)
+        .run(
+            context -> {
+              assertThat(context).hasNotFailed();
+              ReceiverStats stats = context.getBean(IdemKafkaReceivers.class).stats("payments");
+              assertThat(stats).isNotNull();
+              await("20 records applied", () -> stats.applied() == 20);
+              await("Kafka's committed offsets at 20", () -> kafkaCommitted() == 20);
+              assertThat(stats.claims()).isGreaterThanOrEqualTo(2);
+            });
     assertThat(balances()).isEqualTo(expected(0, 20));
     Map<Integer, Long> endOfFirstRun = endOffsets();
 
@@ -141,20 +177,76 @@ class IdemKafkaReceiverBrokerTest {
     resetKafkaOffsetsToZero();
     handled.clear();
     produce(20, 10);
-    runner.run(
-        context -> {
-          assertThat(context).hasNotFailed();
-          ReceiverStats stats = context.getBean(IdemKafkaReceivers.class).stats("payments");
-          assertThat(stats).isNotNull();
-          await("10 more records applied", () -> stats.applied() == 10);
-          assertThat(stats.duplicates()).isZero();
-        });
+    runner
+        .withUserConfiguration(Payments.class)
+        .run(
+            context -> {
+              assertThat(context).hasNotFailed();
+              ReceiverStats stats = context.getBean(IdemKafkaReceivers.class).stats("payments");
+              assertThat(stats).isNotNull();
+              await("10 more records applied", () -> stats.applied() == 10);
+              assertThat(stats.duplicates()).isZero();
+            });
     assertThat(balances()).isEqualTo(expected(0, 30));
     for (TopicPartitionOffset h : handled) {
       assertThat(h.offset())
           .as("partition %d's handled offset", h.partition())
           .isGreaterThanOrEqualTo(endOfFirstRun.getOrDefault(h.partition(), 0L));
     }
+  }
+
+  @Test
+  void aPoisonRecordGoesToTheDeadLetterTopicThroughSpringsRecovererAndThePartitionGoesOn()
+      throws Exception {
+    Properties p = new Properties();
+    p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrapServers());
+    p.put(ProducerConfig.ACKS_CONFIG, "all");
+    try (KafkaProducer<String, String> producer =
+        new KafkaProducer<>(p, new StringSerializer(), new StringSerializer())) {
+      for (String v : List.of("5", "x", "7")) {
+        producer.send(new ProducerRecord<>(REFUNDS, "acct-9", v)).get(60, TimeUnit.SECONDS);
+      }
+    }
+    runner
+        .withUserConfiguration(Refunds.class)
+        .run(
+            context -> {
+              assertThat(context).hasNotFailed();
+              ReceiverStats stats = context.getBean(IdemKafkaReceivers.class).stats("refunds");
+              assertThat(stats).isNotNull();
+              await(
+                  "2 applied and 1 dead-lettered",
+                  () -> stats.applied() == 2 && stats.deadLettered() == 1);
+              assertThat(stats.failures()).isEqualTo(2);
+            });
+    assertThat(client.get("refunded/acct-9").map(KeyValue::valueAsString)).contains("12");
+    List<ConsumerRecord<String, String>> dead = readAll(REFUNDS + "-dlt", 1);
+    assertThat(dead).extracting(ConsumerRecord::value).containsExactly("x");
+    assertThat(dead.get(0).headers().lastHeader(KafkaHeaders.DLT_ORIGINAL_OFFSET)).isNotNull();
+    assertThat(dead.get(0).headers().lastHeader(KafkaHeaders.DLT_EXCEPTION_FQCN).value())
+        .asString()
+        .contains("NumberFormatException");
+  }
+
+  /** Reads {@code topic} from the beginning until {@code n} records came, within BOUND. */
+  static List<ConsumerRecord<String, String>> readAll(String topic, int n) {
+    Map<String, Object> c =
+        Map.of(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrapServers());
+    List<ConsumerRecord<String, String>> out = new java.util.ArrayList<>();
+    try (KafkaConsumer<String, String> consumer =
+        new KafkaConsumer<>(c, new StringDeserializer(), new StringDeserializer())) {
+      List<TopicPartition> parts =
+          consumer.partitionsFor(topic, Duration.ofSeconds(60)).stream()
+              .map(i -> new TopicPartition(topic, i.partition()))
+              .toList();
+      consumer.assign(parts);
+      consumer.seekToBeginning(parts);
+      long end = System.nanoTime() + BOUND.toNanos();
+      while (out.size() < n && System.nanoTime() - end < 0) {
+        consumer.poll(Duration.ofMillis(200)).forEach(out::add);
+      }
+    }
+    return out;
   }
 
   static Admin admin() {
