@@ -232,7 +232,8 @@ public final class IdemKafkaReceiver<K, V> {
      * spring.kafka.consumer.*}. {@code enable.auto.commit} cannot be true.
      */
     public Builder<K, V> consumerProperty(String key, Object value) {
-      consumerProperties.put(Objects.requireNonNull(key, "key"), Objects.requireNonNull(value));
+      consumerProperties.put(
+          Objects.requireNonNull(key, "key"), Objects.requireNonNull(value, "value"));
       return this;
     }
 

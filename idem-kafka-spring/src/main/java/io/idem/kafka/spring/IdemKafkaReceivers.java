@@ -11,7 +11,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.jspecify.annotations.Nullable;
 import org.springframework.context.SmartLifecycle;
@@ -241,7 +240,7 @@ public final class IdemKafkaReceivers implements SmartLifecycle {
     for (Map.Entry<String, Running> e : loops.entrySet()) {
       Thread t = e.getValue().thread();
       try {
-        t.join(TimeUnit.SECONDS.toMillis(STOP_BOUND.toSeconds()));
+        t.join(STOP_BOUND.toMillis());
       } catch (InterruptedException ex) {
         Thread.currentThread().interrupt();
         return;
