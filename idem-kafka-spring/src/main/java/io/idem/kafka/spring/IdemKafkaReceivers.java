@@ -23,9 +23,10 @@ import org.springframework.context.SmartLifecycle;
  *
  * <p>Each consumer's configuration is the application's consumer configuration (Spring Boot's
  * {@code spring.kafka.consumer.*} with its connection details, as the {@code ConsumerFactory} bean
- * holds it), then the receiver's {@link IdemKafkaReceiver#consumerProperties()}, then its group.
- * The configurations are checked when this is made, so a receiver without a group, or with {@code
- * enable.auto.commit=true}, fails the context's start with a message that names it.
+ * holds it; a {@code client.id} there gets the receiver's name appended), then the receiver's
+ * {@link IdemKafkaReceiver#consumerProperties()}, then its group. The configurations are checked
+ * when this is made, so a receiver without a group, or with {@code enable.auto.commit=true}, fails
+ * the context's start with a message that names it.
  *
  * <p>Starts in {@link #PHASE}, the phase of Spring Kafka's listener containers: after the beans it
  * uses are ready, and stopped before they are destroyed. Thread-safe.
@@ -80,6 +81,12 @@ public final class IdemKafkaReceivers implements SmartLifecycle {
   private static <K, V> Resolved<K, V> resolve(
       IdemKafkaReceiver<K, V> r, Map<String, Object> base, IdemKafkaProperties p) {
     Map<String, Object> config = new HashMap<>(base);
+    Object clientId = base.get(ConsumerConfig.CLIENT_ID_CONFIG);
+    if (clientId != null && !clientId.toString().isEmpty()) {
+      // One client.id per consumer, as Spring Kafka's containers suffix theirs: a shared one
+      // makes the consumers' metrics collide.
+      config.put(ConsumerConfig.CLIENT_ID_CONFIG, clientId + "-" + r.name());
+    }
     config.putAll(r.consumerProperties());
     String group = r.group();
     if (group == null) {
@@ -117,7 +124,7 @@ public final class IdemKafkaReceivers implements SmartLifecycle {
     if (dl != null) {
       b.deadLetters(dl);
     }
-    return new Resolved<>(b.build(), Map.copyOf(config));
+    return new Resolved<>(b.build(), Collections.unmodifiableMap(config));
   }
 
   private static <T> T orElse(@Nullable T value, T fallback) {

@@ -140,7 +140,8 @@ class IdemKafkaAutoConfigurationTest {
             "idem.kafka.poll-timeout=50ms",
             "idem.kafka.store-timeout=2s",
             "idem.kafka.max-backoff=1s",
-            "idem.kafka.auto-startup=false")
+            "idem.kafka.auto-startup=false",
+            "spring.kafka.client-id=shop")
         .run(
             context -> {
               assertThat(context).hasNotFailed();
@@ -159,6 +160,8 @@ class IdemKafkaAutoConfigurationTest {
               assertThat(audit.storeTimeout()).isEqualTo(Duration.ofSeconds(2));
               assertThat(receivers.consumerConfig("audit")).containsEntry("group.id", "auditors");
               assertThat(receivers.consumerConfig("audit")).containsEntry("max.poll.records", 11);
+              assertThat(receivers.consumerConfig("audit"))
+                  .containsEntry("client.id", "shop-audit");
               assertThat(
                       String.valueOf(receivers.consumerConfig("payments").get("max.poll.records")))
                   .isEqualTo("7");
