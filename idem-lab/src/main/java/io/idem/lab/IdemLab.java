@@ -16,7 +16,13 @@ public final class IdemLab {
   /** The distribution's command line with the lab's commands added. */
   public static CommandLine commandLine(PrintWriter out, PrintWriter err) {
     CommandLine cli =
-        Idem.commandLine(out, err, new DemoCommand(), new BenchCommand(), new VerifyCommand());
+        Idem.commandLine(
+            out,
+            err,
+            new DemoCommand(),
+            new BenchCommand(),
+            new BenchKafkaCommand(),
+            new VerifyCommand());
     cli.getCommandSpec()
         .usageMessage()
         .description(

@@ -4,6 +4,7 @@ import io.idem.cli.DurationConverter;
 import io.idem.cli.Errors;
 import io.idem.verify.Campaign;
 import io.idem.verify.FailoverBench;
+import io.idem.verify.KafkaCampaign;
 import io.idem.verify.KeysCampaign;
 import io.idem.verify.Violation;
 import java.nio.file.Files;
@@ -41,7 +42,8 @@ final class VerifyCommand implements Callable<Integer> {
 
   enum Workload {
     kv,
-    keys
+    keys,
+    kafka
   }
 
   @Option(
@@ -51,7 +53,12 @@ final class VerifyCommand implements Callable<Integer> {
           "kv: lists, counters, registers and leases (the default); keys: payment workers on"
               + " idempotency keys (45 s ci, 30 min long) on the --store; with"
               + " --negative-control their writes on Idem are unfenced and the checker must flag"
-              + " double payments. Default: ${DEFAULT-VALUE}.")
+              + " double payments; kafka: consumer processes apply payment records from a real"
+              + " broker through the exactly-once receiver to a ledger on the --store (idem or"
+              + " postgres; 40 s ci, 10 min long), under kills, pauses past max.poll.interval.ms,"
+              + " rebalances, broker restarts and the store's faults; with --negative-control a"
+              + " plain consumer committing Kafka's offsets after its batch, whose duplicates the"
+              + " checker must flag. Default: ${DEFAULT-VALUE}.")
   Workload workload;
 
   @Option(
@@ -165,6 +172,9 @@ final class VerifyCommand implements Callable<Integer> {
     if (workload == Workload.keys) {
       return keys(chosenSeed);
     }
+    if (workload == Workload.kafka) {
+      return kafka(chosenSeed);
+    }
     if (!store.equals("idem")) {
       spec.commandLine().getErr().println("idem: --store applies to --workload keys");
       return 2;
@@ -234,6 +244,69 @@ final class VerifyCommand implements Callable<Integer> {
             : "verdict: FAIL: "
                 + byKind
                 + (r.undecidedRegisters().isEmpty() ? "" : " and undecided registers"));
+    return clean ? 0 : 1;
+  }
+
+  private int kafka(long chosenSeed) throws Exception {
+    if (check != null || nodes != 3) {
+      spec.commandLine()
+          .getErr()
+          .println("idem: --workload kafka runs on 3 nodes, without --check");
+      return 2;
+    }
+    String mode = negativeControl ? "plain" : store;
+    if (!mode.equals("idem") && !mode.equals("postgres") && !mode.equals("plain")) {
+      spec.commandLine()
+          .getErr()
+          .println("idem: --workload kafka runs on --store idem or postgres, got " + store);
+      return 2;
+    }
+    KafkaCampaign.Settings s;
+    switch (profile) {
+      case "ci" -> s = KafkaCampaign.Settings.ci(chosenSeed, mode);
+      case "long" ->
+          s = KafkaCampaign.Settings.ci(chosenSeed, mode).lasting(Duration.ofMinutes(10));
+      default -> {
+        spec.commandLine().getErr().println("idem: --profile must be ci or long, got " + profile);
+        return 2;
+      }
+    }
+    if (duration != null) {
+      s = s.lasting(duration);
+    }
+    Path where =
+        dir != null ? Files.createDirectories(dir) : Files.createTempDirectory("idem-verify-kafka");
+    var out = spec.commandLine().getOut();
+    out.printf(
+        "kafka campaign: %s, profile %s, seed %d, %s, %d consumers, %d partitions, %d records/s,"
+            + " logs in %s%n",
+        mode.equals("plain") ? "plain consumer (negative control) on idem" : "receiver on " + mode,
+        profile,
+        s.seed(),
+        s.duration(),
+        s.consumers(),
+        s.partitions(),
+        s.rate(),
+        where);
+    KafkaCampaign.Report r = KafkaCampaign.run(where, s);
+    long faults = r.faults().values().stream().mapToLong(Long::longValue).sum();
+    out.printf("seed                  %d%n", r.seed());
+    out.printf("records               %,d%n", r.records());
+    out.printf("ledger entries        %,d%n", r.entries());
+    out.printf("faults                %,d  %s%n", faults, r.faults());
+    Map<Violation.Kind, Long> byKind = print(r.violations(), java.util.List.of());
+    if (s.expectsViolations()) {
+      boolean caught = byKind.getOrDefault(Violation.Kind.DUPLICATE, 0L) > 0;
+      out.println(
+          caught
+              ? "verdict: PASS: the checker flagged the duplicates a plain consumer causes "
+                  + byKind
+              : "verdict: FAIL: the plain consumer caused no flagged duplicate; the checker or the"
+                  + " faults are too weak");
+      return caught ? 0 : 1;
+    }
+    boolean clean = r.violations().isEmpty();
+    out.println(clean ? "verdict: PASS: no violations" : "verdict: FAIL: " + byKind);
     return clean ? 0 : 1;
   }
 

@@ -51,7 +51,7 @@ public final class IdemReceiverStore<K, V> implements ReceiverStore<K, V> {
   private final IdemRecordHandler<K, V> handler;
   private final RecordKeys<K, V> keys;
   private final String prefix;
-  private final String keyScope;
+  private final @Nullable String keyScope;
   private final Duration keyTimeout;
   private final Duration keyRetention;
   private final int maxSteps;
@@ -91,12 +91,13 @@ public final class IdemReceiverStore<K, V> implements ReceiverStore<K, V> {
       throw new IllegalArgumentException("no records");
     }
     String cursor = cursorKey(group, partition);
-    return acquireKeys(records)
+    String scope = keyScope != null ? keyScope : "kafka/" + group;
+    return acquireKeys(records, scope)
         .thenCompose(
             acquired -> {
-              Batch b = prepare(records, epoch, acquired);
+              Batch b = prepare(records, epoch, acquired, scope);
               return commit(cursor, epoch, b, 0, -1)
-                  .whenComplete((outcome, e) -> releaseUnused(b, outcome));
+                  .whenComplete((outcome, e) -> releaseUnused(b, outcome, scope));
             });
   }
 
@@ -123,13 +124,13 @@ public final class IdemReceiverStore<K, V> implements ReceiverStore<K, V> {
 
   /** Acquires the batch's keys, each once, all at once: key -> acquisition. */
   private CompletableFuture<Map<String, KeyAcquisition>> acquireKeys(
-      List<ConsumerRecord<K, V>> records) {
+      List<ConsumerRecord<K, V>> records, String scope) {
     Map<String, CompletableFuture<KeyAcquisition>> pending = new HashMap<>();
     for (ConsumerRecord<K, V> r : records) {
       String key = keys.keyOf(r);
       if (key != null && !pending.containsKey(key)) {
         pending.put(
-            key, client.acquireKeyAsync(keyScope, key, NO_FINGERPRINT, keyTimeout, keyRetention));
+            key, client.acquireKeyAsync(scope, key, NO_FINGERPRINT, keyTimeout, keyRetention));
       }
     }
     if (pending.isEmpty()) {
@@ -146,7 +147,10 @@ public final class IdemReceiverStore<K, V> implements ReceiverStore<K, V> {
 
   /** Runs the handler on each record in order, up to the first that fails or must wait. */
   private Batch prepare(
-      List<ConsumerRecord<K, V>> records, long epoch, Map<String, KeyAcquisition> acquired) {
+      List<ConsumerRecord<K, V>> records,
+      long epoch,
+      Map<String, KeyAcquisition> acquired,
+      String scope) {
     Batch b = new Batch();
     Set<String> applied = new HashSet<>();
     for (ConsumerRecord<K, V> r : records) {
@@ -182,7 +186,7 @@ public final class IdemReceiverStore<K, V> implements ReceiverStore<K, V> {
           key == null
               ? null
               : new CursorStep.Completion(
-                  keyScope,
+                  scope,
                   key,
                   token,
                   (r.topic() + "/" + r.partition() + "@" + r.offset())
@@ -263,7 +267,7 @@ public final class IdemReceiverStore<K, V> implements ReceiverStore<K, V> {
   }
 
   /** Releases the keys acquired for records whose steps did not commit. */
-  private void releaseUnused(Batch b, @Nullable BatchOutcome outcome) {
+  private void releaseUnused(Batch b, @Nullable BatchOutcome outcome, String scope) {
     if (b.tokens.isEmpty()) {
       return;
     }
@@ -278,7 +282,7 @@ public final class IdemReceiverStore<K, V> implements ReceiverStore<K, V> {
     if (outcome == null) {
       return; // unknown: a commit may have landed; the keys expire after keyTimeout if not
     }
-    unused.forEach((key, token) -> client.releaseKeyAsync(keyScope, key, token));
+    unused.forEach((key, token) -> client.releaseKeyAsync(scope, key, token));
   }
 
   /** Builds an {@link IdemReceiverStore}. */
@@ -287,7 +291,7 @@ public final class IdemReceiverStore<K, V> implements ReceiverStore<K, V> {
     private final IdemRecordHandler<K, V> handler;
     private RecordKeys<K, V> keys = RecordKeys.offsets();
     private String prefix = "kafka/";
-    private String keyScope = "kafka";
+    private @Nullable String keyScope;
     private Duration keyTimeout = Duration.ofMinutes(5);
     private Duration keyRetention = Duration.ofDays(1);
     private int maxSteps = 1024;
@@ -298,7 +302,7 @@ public final class IdemReceiverStore<K, V> implements ReceiverStore<K, V> {
     }
 
     /** Which key a record has beyond its offset (default: none, {@link RecordKeys#offsets()}). */
-    public Builder<K, V> keys(RecordKeys<K, V> keys) {
+    public Builder<K, V> recordKeys(RecordKeys<K, V> keys) {
       this.keys = Objects.requireNonNull(keys, "keys");
       return this;
     }
@@ -309,7 +313,10 @@ public final class IdemReceiverStore<K, V> implements ReceiverStore<K, V> {
       return this;
     }
 
-    /** The scope of the records' keys (default {@code kafka}). */
+    /**
+     * The scope of the records' keys (default {@code kafka/<group>}: each consumer group applies a
+     * message once, whatever other groups did with it).
+     */
     public Builder<K, V> keyScope(String scope) {
       this.keyScope = Objects.requireNonNull(scope, "scope");
       return this;

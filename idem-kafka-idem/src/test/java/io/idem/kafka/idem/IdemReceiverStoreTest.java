@@ -187,7 +187,7 @@ class IdemReceiverStoreTest {
                   tokens.add(token);
                   return Write.increment("t4/count", 1);
                 })
-            .keys(RecordKeys.header("msg-id"))
+            .recordKeys(RecordKeys.header("msg-id"))
             .build();
     TopicPartition tp = new TopicPartition("t4", 0);
     long epoch = get(store.claim("g", tp)).epoch();
