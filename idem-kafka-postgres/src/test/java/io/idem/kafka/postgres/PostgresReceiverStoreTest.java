@@ -198,6 +198,38 @@ class PostgresReceiverStoreTest {
   }
 
   @Test
+  void aHandlerThatSwallowsAFailedStatementFailsItsRecordOnly() throws Exception {
+    PostgresReceiverStore<String, String> store =
+        store(
+            (r, c, token) -> {
+              insert(c, r, token);
+              if (r.offset() == 1) {
+                try (Statement s = c.createStatement()) {
+                  s.execute("SELECT 1 / 0");
+                } catch (SQLException swallowed) {
+                  // the handler goes on in an aborted transaction
+                }
+              }
+            },
+            null);
+    long epoch = await(store.claim(group, tp)).epoch();
+
+    BatchOutcome out = await(store.process(group, tp, epoch, records(0, 3)));
+
+    assertThat(out)
+        .isInstanceOfSatisfying(
+            BatchOutcome.Stopped.class,
+            s -> {
+              assertThat(s.position()).isEqualTo(1);
+              assertThat(s.failedOffset()).isEqualTo(1);
+              assertThat(s.attempt()).isTrue();
+              assertThat(s.cause()).isInstanceOf(IllegalStateException.class);
+            });
+    assertThat(appliedOffsets()).containsExactly(0L);
+    assertThat(storedPosition()).isEqualTo(1);
+  }
+
+  @Test
   void aRecordKeyAppliesAMessageProducedTwiceOnceAndSkipCompletesNoKey() throws Exception {
     PostgresReceiverStore<String, String> store = store(handler, RecordKeys.header("id"));
     long epoch = await(store.claim(group, tp)).epoch();
