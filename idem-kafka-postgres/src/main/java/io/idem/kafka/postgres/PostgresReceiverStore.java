@@ -5,6 +5,7 @@ import io.idem.kafka.spi.BatchOutcome;
 import io.idem.kafka.spi.PartitionClaim;
 import io.idem.kafka.spi.ReceiverStore;
 import io.idem.keys.IdempotencyKey;
+import io.idem.keys.KeyStoreException;
 import io.idem.keys.postgres.PostgresKeyStore;
 import java.sql.Connection;
 import java.sql.SQLException;
@@ -159,7 +160,12 @@ public final class PostgresReceiverStore<K, V> implements ReceiverStore<K, V>, A
    */
   public int migrate() {
     if (keyStore != null) {
-      keyStore.migrate();
+      try {
+        keyStore.migrate();
+      } catch (KeyStoreException e) {
+        throw new ReceiverStoreException(
+            null, null, "migrating the key store's schema failed: " + e.getMessage(), e);
+      }
     }
     try (Connection c = dataSource.getConnection()) {
       return OffsetSchema.migrate(c);

@@ -7,6 +7,11 @@ import com.zaxxer.hikari.HikariDataSource;
 import io.idem.kafka.RecordKeys;
 import io.idem.kafka.spi.BatchOutcome;
 import io.idem.kafka.spi.PartitionClaim;
+import io.idem.keys.Fingerprint;
+import io.idem.keys.IdempotencyKey;
+import io.idem.keys.KeyInProgressException;
+import io.idem.keys.postgres.PostgresKeyStore;
+import io.idem.keys.spi.Acquisition;
 import io.idem.testkit.stores.PostgresServer;
 import java.lang.reflect.Proxy;
 import java.nio.charset.StandardCharsets;
@@ -198,6 +203,38 @@ class PostgresReceiverStoreTest {
   }
 
   @Test
+  void aHandlerThatSwallowsAFailedStatementFailsItsRecordOnly() throws Exception {
+    PostgresReceiverStore<String, String> store =
+        store(
+            (r, c, token) -> {
+              insert(c, r, token);
+              if (r.offset() == 1) {
+                try (Statement s = c.createStatement()) {
+                  s.execute("SELECT 1 / 0");
+                } catch (SQLException swallowed) {
+                  // the handler goes on in an aborted transaction
+                }
+              }
+            },
+            null);
+    long epoch = await(store.claim(group, tp)).epoch();
+
+    BatchOutcome out = await(store.process(group, tp, epoch, records(0, 3)));
+
+    assertThat(out)
+        .isInstanceOfSatisfying(
+            BatchOutcome.Stopped.class,
+            s -> {
+              assertThat(s.position()).isEqualTo(1);
+              assertThat(s.failedOffset()).isEqualTo(1);
+              assertThat(s.attempt()).isTrue();
+              assertThat(s.cause()).isInstanceOf(IllegalStateException.class);
+            });
+    assertThat(appliedOffsets()).containsExactly(0L);
+    assertThat(storedPosition()).isEqualTo(1);
+  }
+
+  @Test
   void aRecordKeyAppliesAMessageProducedTwiceOnceAndSkipCompletesNoKey() throws Exception {
     PostgresReceiverStore<String, String> store = store(handler, RecordKeys.header("id"));
     long epoch = await(store.claim(group, tp)).epoch();
@@ -246,6 +283,40 @@ class PostgresReceiverStoreTest {
     assertThat(await(store.process(group, tp, epoch, batch.subList(1, 2))))
         .isEqualTo(new BatchOutcome.Committed(2, 0));
     assertThat(appliedOffsets()).containsExactly(0L, 1L);
+  }
+
+  @Test
+  void aRecordWhoseKeyAnotherOwnerHoldsStopsTheBatchWithoutAnAttempt() throws Exception {
+    PostgresReceiverStore<String, String> store = store(handler, RecordKeys.header("id"));
+    try (PostgresKeyStore keys = PostgresKeyStore.builder(pool).purgeEvery(Duration.ZERO).build()) {
+      Acquisition held =
+          await(
+              keys.acquire(
+                  new IdempotencyKey("kafka/" + group, "pay-2"),
+                  Fingerprint.none(),
+                  Duration.ofMinutes(1),
+                  Duration.ofHours(1)));
+      assertThat(held).isInstanceOf(Acquisition.Acquired.class);
+    }
+    long epoch = await(store.claim(group, tp)).epoch();
+    List<ConsumerRecord<String, String>> batch = records(0, 3);
+    withId(batch.get(0), "pay-1");
+    withId(batch.get(1), "pay-2");
+    withId(batch.get(2), "pay-3");
+
+    BatchOutcome out = await(store.process(group, tp, epoch, batch));
+
+    assertThat(out)
+        .isInstanceOfSatisfying(
+            BatchOutcome.Stopped.class,
+            s -> {
+              assertThat(s.position()).isEqualTo(1);
+              assertThat(s.failedOffset()).isEqualTo(1);
+              assertThat(s.attempt()).isFalse();
+              assertThat(s.cause()).isInstanceOf(KeyInProgressException.class);
+            });
+    assertThat(appliedOffsets()).containsExactly(0L);
+    assertThat(handled).hasValue(1);
   }
 
   @Test
