@@ -40,7 +40,8 @@ import org.jspecify.annotations.Nullable;
  *       after {@code maxAttempts} failures published to the dead letters and skipped.
  *   <li>After progress, Kafka's committed offsets are advanced too, for lag monitoring only.
  *   <li>A consumer that lost its partition (a rebalance, a pause past {@code max.poll.interval.ms})
- *       and commits late is refused by the store; it drops the partition and polls on.
+ *       and commits late is refused by the store; it pauses the partition until Kafka revokes it,
+ *       and claims it again if Kafka still assigns it {@code maxBackoff} later.
  * </ul>
  *
  * <p>One thread runs the loop ({@link #run}, or {@link #start}); {@link #close} from any thread
@@ -213,13 +214,17 @@ public final class ExactlyOnceConsumer<K, V> implements AutoCloseable {
       stats.fence();
       LOG.log(
           System.Logger.Level.WARNING,
-          "{0} was claimed by another consumer of group {1} (epoch {2}, ours {3}): dropping it",
+          "{0} was claimed by another consumer of group {1} (epoch {2}, ours {3}): paused",
           tp,
           group,
           f.epoch(),
           o.epoch);
+      // Kafka revokes the partition at the next poll if another member owns it now. If Kafka still
+      // assigns it here after a backoff, the claim that fenced this one was not a rightful owner's
+      // (one whose assignment has ended): claim it again then.
       owned.remove(tp);
       consumer.pause(List.of(tp));
+      unclaimed.put(tp, System.nanoTime() + maxBackoff.toNanos());
       return;
     }
     long before = o.position;

@@ -209,7 +209,12 @@ public final class KafkaCampaign {
           injectFaults(broker, servers, address, end);
         } finally {
           producing.set(false);
+          // The producer flushes (at most its delivery timeout) before the drain reads the log's
+          // end: a batch still in its buffer would land after the consumers were judged drained.
           producer.join(60_000);
+        }
+        if (producer.isAlive()) {
+          throw new IllegalStateException("the producer did not flush in 60 s");
         }
         long t1 = System.nanoTime();
         while (consumers.size() < 2) {
@@ -279,7 +284,12 @@ public final class KafkaCampaign {
     p.put(ProducerConfig.ACKS_CONFIG, "all");
     p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
     p.put(ProducerConfig.LINGER_MS_CONFIG, 5);
-    p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 120_000);
+    // A batch that a broker restart left unresolved expires (and is not in the log) after this.
+    p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 20_000);
+    p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 5_000);
+    // While the broker restarts, a send waits at most this long, then the producer moves on: the
+    // checker takes the log as it is, not what the producer meant to write.
+    p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, 2_000);
     Random amounts = new Random(s.seed() + 1);
     try (KafkaProducer<String, String> producer =
         new KafkaProducer<>(p, new StringSerializer(), new StringSerializer())) {
@@ -293,9 +303,13 @@ public final class KafkaCampaign {
         }
         int account = amounts.nextInt(s.accounts());
         int amount = 1 + amounts.nextInt(100);
-        producer.send(
-            new ProducerRecord<>(
-                TOPIC, (int) (id % s.partitions()), null, id + ":" + account + ":" + amount));
+        try {
+          producer.send(
+              new ProducerRecord<>(
+                  TOPIC, (int) (id % s.partitions()), null, id + ":" + account + ":" + amount));
+        } catch (org.apache.kafka.common.KafkaException e) {
+          // the broker is restarting: this payment was not written; the next one may be
+        }
         id++;
         produced.set(id);
       }
@@ -333,6 +347,7 @@ public final class KafkaCampaign {
       }
       String f = round.remove(round.size() - 1);
       int w = random.nextInt(consumers.size());
+      long began = System.nanoTime();
       switch (f) {
         case KILL -> {
           consumers.get(w).destroyForcibly().waitFor(10, TimeUnit.SECONDS);
@@ -372,6 +387,8 @@ public final class KafkaCampaign {
           }
         }
       }
+      System.out.printf(
+          "kafka campaign: %s took %d ms%n", f, (System.nanoTime() - began) / 1_000_000);
       long gap = (long) (s.faultEvery().toMillis() * (0.5 + random.nextDouble()));
       long left = (end - System.nanoTime()) / 1_000_000;
       Thread.sleep(Math.max(0, rounds == 1 && !round.isEmpty() ? gap : Math.min(gap, left)));

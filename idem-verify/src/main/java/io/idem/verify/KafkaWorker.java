@@ -15,7 +15,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CountDownLatch;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -144,39 +143,13 @@ final class KafkaWorker {
   /** Runs the consumer until SIGTERM (the JVM's shutdown hook closes it: a graceful leave). */
   private static void runUntilTerm(ExactlyOnceConsumer<String, String> consumer)
       throws InterruptedException {
-    CountDownLatch done = new CountDownLatch(1);
-    Runtime.getRuntime()
-        .addShutdownHook(
-            new Thread(
-                () -> {
-                  consumer.close();
-                  try {
-                    done.await();
-                  } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                  }
-                }));
+    // close() wakes the loop, which leaves the group and closes the Kafka consumer, and waits for
+    // it.
+    Runtime.getRuntime().addShutdownHook(new Thread(consumer::close));
     consumer.start();
-    Thread stats =
-        new Thread(
-            () -> {
-              while (true) {
-                try {
-                  Thread.sleep(5_000);
-                } catch (InterruptedException e) {
-                  return;
-                }
-                System.out.println("kafka worker: " + consumer.stats());
-              }
-            });
-    stats.setDaemon(true);
-    stats.start();
-    try {
-      while (true) {
-        Thread.sleep(1_000);
-      }
-    } finally {
-      done.countDown();
+    while (true) {
+      Thread.sleep(5_000);
+      System.out.println("kafka worker: " + consumer.stats());
     }
   }
 

@@ -6,6 +6,7 @@ import java.nio.file.Path;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.CleanupMode;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -18,7 +19,8 @@ import org.junit.jupiter.api.io.TempDir;
 @Tag("slow")
 @Timeout(400)
 class KafkaCampaignTest {
-  @TempDir Path dir;
+  @TempDir(cleanup = CleanupMode.ON_SUCCESS)
+  Path dir;
 
   static String summary(KafkaCampaign.Report r) {
     return "seed "

@@ -30,6 +30,7 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -39,6 +40,7 @@ import org.junit.jupiter.api.io.TempDir;
  * Records are applied once across rebalances, and a consumer that lost its partitions while its
  * handler ran past {@code max.poll.interval.ms} is refused by the store when it commits late.
  */
+@Tag("slow")
 @Timeout(300)
 class ExactlyOnceConsumerTest {
   @TempDir static Path dir;
@@ -236,5 +238,42 @@ class ExactlyOnceConsumerTest {
     }
     assertThat(ledgerOf("slow", 0)).isEqualTo(expected);
     assertThat(b.stats().claims()).isPositive();
+  }
+
+  @Test
+  void aPartitionFencedWhileKafkaStillAssignsItIsClaimedAgainAfterTheBackoff() throws Exception {
+    produce("steal", 1, 100);
+    IdemReceiverStore<String, String> store =
+        IdemReceiverStore.<String, String>builder(
+                client,
+                (r, t) -> {
+                  Thread.sleep(20);
+                  return ledger(r.topic(), r.partition(), r.offset());
+                })
+            .build();
+    Map<String, Object> config = config("g3", 6_000);
+    config.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 10);
+    ExactlyOnceConsumer<String, String> a =
+        ExactlyOnceConsumer.builder(
+                config, new StringDeserializer(), new StringDeserializer(), store)
+            .topics(List.of("steal"))
+            .maxBackoff(Duration.ofMillis(500))
+            .build();
+    a.start();
+    long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    while (a.stats().applied() < 20 && System.nanoTime() < until) {
+      Thread.sleep(10);
+    }
+    // A claim from outside the group: a is fenced, but Kafka still assigns it the partition.
+    client.claimCursor("kafka/g3/steal/0");
+    awaitCursors("g3", "steal", 1, 100);
+    a.close();
+    assertThat(a.stats().fenced()).isPositive();
+    assertThat(a.stats().claims()).isGreaterThanOrEqualTo(2);
+    List<Long> expected = new ArrayList<>();
+    for (long o = 0; o < 100; o++) {
+      expected.add(o);
+    }
+    assertThat(ledgerOf("steal", 0)).isEqualTo(expected);
   }
 }
