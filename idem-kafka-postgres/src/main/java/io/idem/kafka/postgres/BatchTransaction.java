@@ -10,7 +10,6 @@ import io.idem.keys.KeyStoreException;
 import io.idem.keys.postgres.PostgresKeyStore;
 import java.sql.Connection;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.util.List;
 import java.util.Objects;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -21,8 +20,8 @@ import org.postgresql.core.TransactionState;
 
 /**
  * One batch of a partition's records (or one skipped record) in one transaction on a connection
- * whose auto-commit is off: lock the partition's row, check the epoch, apply each record under a
- * savepoint, advance the position. The handler must not use the savepoint name {@code idem_record}.
+ * whose auto-commit is off: lock the partition's row, check the epoch, apply each record, advance
+ * the position; if a record fails, roll back and apply the records before it in a new transaction.
  * The caller commits on return, and rolls back on an exception.
  */
 final class BatchTransaction<K, V> {
@@ -40,14 +39,6 @@ final class BatchTransaction<K, V> {
       return keyScope != null ? keyScope : "kafka/" + group;
     }
   }
-
-  // One savepoint per record, by name: the next record's replaces it (RELEASE and SAVEPOINT in one
-  // round trip), and the COMMIT releases the last. The driver's setSavepoint/releaseSavepoint
-  // take two round trips per record, and a batch measured several times slower with them.
-  private static final String SAVEPOINT = "SAVEPOINT idem_record";
-  private static final String NEXT_SAVEPOINT =
-      "RELEASE SAVEPOINT idem_record; SAVEPOINT idem_record";
-  private static final String ROLLBACK_TO_SAVEPOINT = "ROLLBACK TO SAVEPOINT idem_record";
 
   /** The stored response of a record's key: records have none to replay. */
   private static final byte[] NO_RESPONSE = new byte[0];
@@ -84,49 +75,88 @@ final class BatchTransaction<K, V> {
   }
 
   /**
-   * Applies {@code records} (offsets ascending) in order: those below the position are skipped,
-   * each other one runs under a savepoint; the first that fails is rolled back to it and stops the
-   * batch. The position moves past the last record applied.
+   * Applies {@code records} (offsets ascending) in order, those below the position skipped, and
+   * moves the position past the last one applied. Optimistically: the records run without
+   * savepoints, which would cost a round trip each. If one fails, the transaction is rolled back
+   * and the records before it run again in a new one, which commits without it: nothing of the
+   * failed record lands, and the handler may run more than once for the records before it (their
+   * writes land once).
    *
    * @throws SQLException the store's own statements failed: nothing may be committed
    * @throws KeyStoreException a key's statements failed, or the connection broke
    */
   BatchOutcome process(List<ConsumerRecord<K, V>> records) throws SQLException {
-    OffsetCalls.Row row = settings.calls().lock(c, group, tp);
-    if (row == null || row.epoch() != epoch) {
-      return fenced(row);
+    Attempt a = attempt(records, records.size());
+    if (a.fenced != null) {
+      return a.fenced;
     }
-    long position = row.position();
-    int duplicates = 0;
-    BatchOutcome.Stopped stopped = null;
-    String scope = settings.scopeFor(group);
-    boolean saved = false;
-    try (Statement savepoints = c.createStatement()) {
-      for (ConsumerRecord<K, V> r : records) {
-        if (r.offset() < position) {
-          duplicates++; // committed before: a resend
-          continue;
-        }
-        savepoints.execute(saved ? NEXT_SAVEPOINT : SAVEPOINT);
-        saved = true;
-        Step step = apply(r, scope);
-        if (step.kind() == Kind.FAILED) {
-          savepoints.execute(ROLLBACK_TO_SAVEPOINT);
-          stopped =
-              new BatchOutcome.Stopped(
-                  position, r.offset(), Objects.requireNonNull(step.cause()), step.attempt());
-          break;
-        }
-        if (step.kind() == Kind.DUPLICATE) {
-          duplicates++;
-        }
-        position = r.offset() + 1;
+    Attempt failed = a;
+    while (a.failedIndex >= 0) {
+      c.rollback();
+      a = attempt(records, a.failedIndex);
+      if (a.fenced != null) {
+        return a.fenced;
+      }
+      if (a.failedIndex >= 0) {
+        failed = a; // an earlier record failed this time: the batch stops there
       }
     }
-    if (position != row.position()) {
-      settings.calls().advance(c, group, tp, epoch, position);
+    if (a.position != a.stored) {
+      settings.calls().advance(c, group, tp, epoch, a.position);
     }
-    return stopped != null ? stopped : new BatchOutcome.Committed(position, duplicates);
+    if (failed.failedIndex < 0) {
+      return new BatchOutcome.Committed(a.position, a.duplicates);
+    }
+    Step step = Objects.requireNonNull(failed.failedStep);
+    return new BatchOutcome.Stopped(
+        a.position,
+        records.get(failed.failedIndex).offset(),
+        Objects.requireNonNull(step.cause()),
+        step.attempt());
+  }
+
+  /** One pass over a batch's first records in the current transaction. */
+  private static final class Attempt {
+    BatchOutcome.@Nullable Fenced fenced;
+    long stored; // the position the row held
+    long position;
+    int duplicates;
+    int failedIndex = -1;
+    @Nullable Step failedStep;
+  }
+
+  /**
+   * Locks the row, checks the epoch, and applies the first {@code limit} records up to the first
+   * that fails (whose index and step it records). The transaction stays open.
+   */
+  private Attempt attempt(List<ConsumerRecord<K, V>> records, int limit) throws SQLException {
+    Attempt a = new Attempt();
+    OffsetCalls.Row row = settings.calls().lock(c, group, tp);
+    if (row == null || row.epoch() != epoch) {
+      a.fenced = fenced(row);
+      return a;
+    }
+    a.stored = row.position();
+    a.position = row.position();
+    String scope = settings.scopeFor(group);
+    for (int i = 0; i < limit; i++) {
+      ConsumerRecord<K, V> r = records.get(i);
+      if (r.offset() < a.position) {
+        a.duplicates++; // committed before: a resend
+        continue;
+      }
+      Step step = apply(r, scope);
+      if (step.kind() == Kind.FAILED) {
+        a.failedIndex = i;
+        a.failedStep = step;
+        return a;
+      }
+      if (step.kind() == Kind.DUPLICATE) {
+        a.duplicates++;
+      }
+      a.position = r.offset() + 1;
+    }
+    return a;
   }
 
   /** Moves the position past {@code record} with no effect (its key, if any, is left alone). */
@@ -144,7 +174,7 @@ final class BatchTransaction<K, V> {
   }
 
   /** Ends the read-only transaction; a partition never claimed counts as claimed by another. */
-  private BatchOutcome fenced(OffsetCalls.@Nullable Row row) throws SQLException {
+  private BatchOutcome.Fenced fenced(OffsetCalls.@Nullable Row row) throws SQLException {
     c.rollback();
     return row == null
         ? new BatchOutcome.Fenced(-1, 0)
@@ -166,7 +196,15 @@ final class BatchTransaction<K, V> {
         return Step.failed(e, true);
       }
       String broken = brokenBy(c);
-      return broken == null ? Step.APPLIED : Step.failed(new IllegalStateException(broken), true);
+      if (broken == null) {
+        return Step.APPLIED;
+      }
+      if (broken.equals(ENDED)) {
+        // What the handler wrote may have committed on its own: not a record's failure to retry
+        // but a broken guarantee to report. The stage fails; the batch's own writes roll back.
+        throw new SQLException(broken);
+      }
+      return Step.failed(new IllegalStateException(broken), true);
     }
     return applyKeyed(r, scope, key);
   }
@@ -209,6 +247,9 @@ final class BatchTransaction<K, V> {
     return ran[0] ? Step.APPLIED : Step.DUPLICATE;
   }
 
+  private static final String ENDED =
+      "the handler ended the batch's transaction (commit, rollback or auto-commit)";
+
   /**
    * What the handler did to the transaction, if it cannot go on: ended it, or swallowed the error
    * of a statement that aborted it. Null if it can.
@@ -219,7 +260,7 @@ final class BatchTransaction<K, V> {
             ? c.unwrap(BaseConnection.class).getTransactionState()
             : TransactionState.OPEN;
     if (c.getAutoCommit() || state == TransactionState.IDLE) {
-      return "the handler ended the batch's transaction (commit, rollback or auto-commit)";
+      return ENDED;
     }
     if (state == TransactionState.FAILED) {
       return "a statement of the handler failed and aborted the transaction, and the handler went"

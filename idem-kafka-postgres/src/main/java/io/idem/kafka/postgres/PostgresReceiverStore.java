@@ -37,9 +37,10 @@ import org.jspecify.annotations.Nullable;
  *   <li>{@link #process}: one transaction. It locks the partition's row and checks the epoch
  *       (another: {@link BatchOutcome.Fenced}, nothing applied); skips the records below the
  *       position (committed before); runs the {@link PostgresRecordHandler} on each other record,
- *       in offset order, under a savepoint; and sets the position after the last record applied. A
- *       handler's exception rolls its record back to the savepoint and stops the batch there
- *       ({@link BatchOutcome.Stopped}); the records before it commit.
+ *       in offset order; and sets the position after the last record applied. A handler's exception
+ *       rolls the transaction back, and the records before it run again in a new one that commits
+ *       them without it ({@link BatchOutcome.Stopped}): records do not pay for a savepoint each,
+ *       and a failure pays for its batch twice.
  *   <li>Records with a key ({@link Builder#recordKeys}): the key is decided and completed through
  *       {@link PostgresKeyStore#inOpenTransaction}, in the same transaction; a key completed before
  *       makes the record a duplicate (the handler does not run), and one another owner holds past

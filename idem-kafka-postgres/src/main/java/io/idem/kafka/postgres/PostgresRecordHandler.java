@@ -8,8 +8,9 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
  * go through {@code connection}, inside the batch's transaction, which also records the record's
  * key and the partition's offset after it, so all of them commit or none does. It must not commit,
  * roll back, or change the connection's auto-commit mode. An exception is the record's failed
- * attempt: everything the handler wrote for it is rolled back (to a savepoint), and the records
- * before it commit without it.
+ * attempt: the transaction is rolled back, and the records before it run again in a new one that
+ * commits without it. So the handler may run more than once for a record; its writes in this
+ * transaction land once.
  *
  * @param <K> the records' key type
  * @param <V> the records' value type
