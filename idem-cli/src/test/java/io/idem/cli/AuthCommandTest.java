@@ -111,6 +111,6 @@ class AuthCommandTest {
   @Test
   void statusSaysWhetherAuthIsOnAndTheLogFormats() {
     assertThat(as("admin", "status")).isZero();
-    assertThat(out.toString()).contains("auth: on").contains("log-format: 8; max-log-format: n1=8");
+    assertThat(out.toString()).contains("auth: on").contains("log-format: 9; max-log-format: n1=9");
   }
 }
