@@ -66,6 +66,7 @@ public final class ExactlyOnceConsumer<K, V> implements AutoCloseable {
   private final AtomicBoolean closed = new AtomicBoolean();
   private final ReceiverStats stats = new ReceiverStats();
   private @Nullable Thread thread;
+  private boolean ran; // guarded by this: run() began, or close() came first
 
   /** The partitions this consumer owns in the store: their claim and where they stand. */
   private final Map<TopicPartition, Owned> owned = new HashMap<>();
@@ -127,8 +128,17 @@ public final class ExactlyOnceConsumer<K, V> implements AutoCloseable {
     t.start();
   }
 
-  /** Runs the loop on the calling thread until {@link #close}. */
+  /** Runs the loop on the calling thread until {@link #close}; once. */
   public void run() {
+    synchronized (this) {
+      if (ran) {
+        if (closed.get()) {
+          return; // closed before it ran: the Kafka consumer is closed already
+        }
+        throw new IllegalStateException("the loop runs once");
+      }
+      ran = true;
+    }
     try {
       consumer.subscribe(topics, new Rebalance());
       while (!closed.get()) {
@@ -153,11 +163,23 @@ public final class ExactlyOnceConsumer<K, V> implements AutoCloseable {
     }
   }
 
-  /** Stops the loop (it closes the Kafka consumer) and waits for its thread, if it started one. */
+  /**
+   * Stops the loop (it closes the Kafka consumer) and waits for its thread, if it started one;
+   * closes the Kafka consumer itself if the loop never ran.
+   */
   @Override
   public void close() {
+    boolean neverRan;
+    synchronized (this) {
+      neverRan = !ran;
+      ran = true; // a loop started after close() would poll a closed consumer
+    }
     if (closed.compareAndSet(false, true)) {
-      consumer.wakeup();
+      if (neverRan) {
+        consumer.close(CloseOptions.timeout(Duration.ofSeconds(5)));
+      } else {
+        consumer.wakeup();
+      }
     }
     Thread t;
     synchronized (this) {

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.idem.client.IdemClient;
 import io.idem.client.KeyValue;
 import io.idem.client.Write;
+import io.idem.kafka.DeadLetters;
 import io.idem.kafka.ExactlyOnceConsumer;
 import io.idem.testkit.LocalCluster;
 import io.idem.testkit.stores.KafkaBroker;
@@ -17,10 +18,13 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -275,5 +279,63 @@ class ExactlyOnceConsumerTest {
       expected.add(o);
     }
     assertThat(ledgerOf("steal", 0)).isEqualTo(expected);
+  }
+
+  @Test
+  void aPoisonRecordGoesToTheDeadLettersAfterMaxAttemptsAndItsPartitionGoesOn() throws Exception {
+    produce("poison", 1, 10);
+    produce("poison.DLT", 1, 0); // the dead-letter topic exists: the broker creates none by itself
+    AtomicInteger attempts = new AtomicInteger();
+    IdemReceiverStore<String, String> store =
+        IdemReceiverStore.<String, String>builder(
+                client,
+                (r, t) -> {
+                  if (r.offset() == 3) {
+                    attempts.incrementAndGet();
+                    throw new IllegalArgumentException("cannot parse " + r.value());
+                  }
+                  return ledger(r.topic(), r.partition(), r.offset());
+                })
+            .build();
+    Map<String, Object> p = new HashMap<>();
+    p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrapServers());
+    try (KafkaProducer<String, String> dlt =
+        new KafkaProducer<>(p, new StringSerializer(), new StringSerializer())) {
+      ExactlyOnceConsumer<String, String> a =
+          ExactlyOnceConsumer.builder(
+                  config("g4", 6_000), new StringDeserializer(), new StringDeserializer(), store)
+              .topics(List.of("poison"))
+              .maxAttempts(3)
+              .maxBackoff(Duration.ofMillis(200))
+              .deadLetters(DeadLetters.toTopic(dlt, "poison.DLT", Duration.ofSeconds(10)))
+              .build();
+      a.start();
+      awaitCursors("g4", "poison", 1, 10);
+      a.close();
+      assertThat(attempts).hasValue(3);
+      assertThat(a.stats().deadLettered()).isEqualTo(1);
+      assertThat(ledgerOf("poison", 0)).containsExactly(0L, 1L, 2L, 4L, 5L, 6L, 7L, 8L, 9L);
+    }
+    Map<String, Object> c = config("dlt-reader", 6_000);
+    try (KafkaConsumer<String, String> reader =
+        new KafkaConsumer<>(c, new StringDeserializer(), new StringDeserializer())) {
+      reader.subscribe(List.of("poison.DLT"));
+      List<ConsumerRecord<String, String>> got = new ArrayList<>();
+      long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+      while (got.isEmpty() && System.nanoTime() < until) {
+        reader.poll(Duration.ofMillis(200)).forEach(got::add);
+      }
+      assertThat(got).hasSize(1);
+      ConsumerRecord<String, String> d = got.get(0);
+      assertThat(d.value()).isEqualTo("m3");
+      assertThat(header(d, DeadLetters.OFFSET_HEADER)).isEqualTo("3");
+      assertThat(header(d, DeadLetters.TOPIC_HEADER)).isEqualTo("poison");
+      assertThat(header(d, DeadLetters.ATTEMPTS_HEADER)).isEqualTo("3");
+      assertThat(header(d, DeadLetters.CAUSE_HEADER)).contains("cannot parse m3");
+    }
+  }
+
+  private static String header(ConsumerRecord<String, String> r, String name) {
+    return new String(r.headers().lastHeader(name).value(), StandardCharsets.UTF_8);
   }
 }

@@ -320,12 +320,21 @@ public final class KafkaBroker implements AutoCloseable {
     return p;
   }
 
-  /** A Kafka cluster id: 16 random bytes in URL-safe base64 without padding, as Uuid prints. */
-  private static String clusterId() {
-    UUID u = UUID.randomUUID();
-    ByteBuffer buf = ByteBuffer.allocate(16);
-    buf.putLong(u.getMostSignificantBits()).putLong(u.getLeastSignificantBits());
-    return Base64.getUrlEncoder().withoutPadding().encodeToString(buf.array());
+  /**
+   * A Kafka cluster id: 16 random bytes in URL-safe base64 without padding, as Uuid prints, and not
+   * starting with '-' (as Kafka's own Uuid.randomUuid ensures): StorageTool would read such an id
+   * as an option, and fail with "argument --cluster-id/-t: expected one argument" (1 start in 64).
+   */
+  static String clusterId() {
+    while (true) {
+      UUID u = UUID.randomUUID();
+      ByteBuffer buf = ByteBuffer.allocate(16);
+      buf.putLong(u.getMostSignificantBits()).putLong(u.getLeastSignificantBits());
+      String id = Base64.getUrlEncoder().withoutPadding().encodeToString(buf.array());
+      if (!id.startsWith("-")) {
+        return id;
+      }
+    }
   }
 
   /**

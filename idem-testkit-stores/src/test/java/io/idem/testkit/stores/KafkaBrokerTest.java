@@ -167,6 +167,14 @@ class KafkaBrokerTest {
   }
 
   @Test
+  void noClusterIdStartsLikeAnOption() {
+    // One random id in 64 began with '-', and StorageTool took it for an option.
+    for (int i = 0; i < 10_000; i++) {
+      assertThat(KafkaBroker.clusterId()).hasSize(22).doesNotStartWith("-");
+    }
+  }
+
+  @Test
   void missingJarsAreNamedInTheError(@TempDir Path empty) {
     assertThatThrownBy(() -> KafkaBroker.builder().lib(empty).start())
         .isInstanceOf(IllegalStateException.class)
