@@ -10,7 +10,6 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Base64;
-import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -175,7 +174,7 @@ public final class KafkaBroker implements AutoCloseable {
     try {
       stop();
     } finally {
-      deleteTree(dir);
+      LocalFiles.deleteTree(dir);
     }
   }
 
@@ -242,7 +241,7 @@ public final class KafkaBroker implements AutoCloseable {
         throw new IllegalStateException(
             "kafka broker did not log '" + STARTED + "' within " + START_BOUND + ":\n" + logTail());
       }
-      sleep(50);
+      LocalFiles.sleep(50);
     }
   }
 
@@ -474,26 +473,6 @@ public final class KafkaBroker implements AutoCloseable {
       Thread.currentThread().interrupt();
       p.destroyForcibly();
       throw new IllegalStateException("interrupted while waiting for PID " + p.pid(), e);
-    }
-  }
-
-  private static void sleep(long ms) {
-    try {
-      Thread.sleep(ms);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException("interrupted", e);
-    }
-  }
-
-  private static void deleteTree(Path root) {
-    if (!Files.exists(root)) {
-      return;
-    }
-    try (Stream<Path> all = Files.walk(root)) {
-      all.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-    } catch (IOException e) {
-      throw new UncheckedIOException("cannot delete " + root, e);
     }
   }
 

@@ -241,7 +241,7 @@ public final class PostgresServer implements AutoCloseable {
       } catch (SQLException e) {
         last = e;
       }
-      sleep(100);
+      LocalFiles.sleep(100);
     }
     throw new IllegalStateException(
         "postgres did not take connections within " + READY_BOUND + ":\n" + logTail(), last);
@@ -296,7 +296,7 @@ public final class PostgresServer implements AutoCloseable {
     try {
       stop();
     } finally {
-      deleteTree(dir);
+      LocalFiles.deleteTree(dir);
     }
   }
 
@@ -442,25 +442,5 @@ public final class PostgresServer implements AutoCloseable {
       Thread.currentThread().interrupt();
     }
     return Optional.empty();
-  }
-
-  private static void sleep(long ms) {
-    try {
-      Thread.sleep(ms);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException("interrupted", e);
-    }
-  }
-
-  private static void deleteTree(Path root) {
-    if (!Files.exists(root)) {
-      return;
-    }
-    try (Stream<Path> all = Files.walk(root)) {
-      all.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-    } catch (IOException e) {
-      throw new UncheckedIOException("cannot delete " + root, e);
-    }
   }
 }

@@ -210,7 +210,7 @@ public final class RedisServer implements AutoCloseable {
         close();
         throw new IllegalStateException(binary + " did not answer PING:\n" + logTail());
       }
-      sleep(20);
+      LocalFiles.sleep(20);
     }
   }
 
@@ -236,15 +236,6 @@ public final class RedisServer implements AutoCloseable {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       return false;
-    }
-  }
-
-  private static void sleep(long ms) {
-    try {
-      Thread.sleep(ms);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException("interrupted", e);
     }
   }
 }
