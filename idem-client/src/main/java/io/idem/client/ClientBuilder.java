@@ -199,12 +199,12 @@ abstract sealed class ClientBuilder permits IdemClient.Builder {
             name,
             transport,
             tls);
-    SessionDriver driver = new SessionDriver(settings);
+    GroupSessions sessions = GroupSessions.open(settings);
     CallObserver observer =
         meterRegistry == null
             ? CallObserver.NONE
-            : MicrometerObserver.register(meterRegistry, metricsName, driver);
-    return new IdemClient(settings, driver, requestTimeout.toNanos(), null, observer);
+            : MicrometerObserver.register(meterRegistry, metricsName, sessions);
+    return new IdemClient(settings, sessions, requestTimeout.toNanos(), null, observer);
   }
 
   static void positive(String what, Duration d) {

@@ -165,7 +165,8 @@ final class ClusterAdmin {
         fail(new NotSentException(NotSentException.Reason.CLIENT_CLOSED, e.getMessage(), 0, "", e));
         return;
       }
-      IdemGrpc.newStub(c.channel)
+      session
+          .stub(c.channel)
           .withDeadlineAfter(deadline - System.nanoTime(), TimeUnit.NANOSECONDS)
           .changeMembers(
               request,

@@ -60,7 +60,8 @@ public final class IdemClient implements AutoCloseable {
   public static final int MAX_KEY_CHARS = 255;
 
   private final ClientSettings settings;
-  private final SessionDriver session;
+  private final GroupSessions sessions;
+  private final SessionDriver session; // the primary: the only one, or the metadata group's
   private final Reads reads;
   private final ClusterAdmin admin;
   private final long timeoutNanos;
@@ -69,12 +70,13 @@ public final class IdemClient implements AutoCloseable {
 
   IdemClient(
       ClientSettings settings,
-      SessionDriver session,
+      GroupSessions sessions,
       long timeoutNanos,
       io.idem.proto.@Nullable Fence fence,
       CallObserver observer) {
     this.settings = settings;
-    this.session = session;
+    this.sessions = sessions;
+    this.session = sessions.primary();
     this.reads = new Reads(session, settings.rpcTimeoutMs());
     this.admin = new ClusterAdmin(session, settings.rpcTimeoutMs());
     this.timeoutNanos = timeoutNanos;
@@ -93,7 +95,7 @@ public final class IdemClient implements AutoCloseable {
    */
   public IdemClient withTimeout(Duration timeout) {
     ClientBuilder.positive("timeout", timeout);
-    return new IdemClient(settings, session, timeout.toNanos(), fence, observer);
+    return new IdemClient(settings, sessions, timeout.toNanos(), fence, observer);
   }
 
   /**
@@ -115,7 +117,7 @@ public final class IdemClient implements AutoCloseable {
     }
     return new IdemClient(
         settings,
-        session,
+        sessions,
         timeoutNanos,
         io.idem.proto.Fence.newBuilder()
             .setScope(fence.scope())
@@ -393,7 +395,7 @@ public final class IdemClient implements AutoCloseable {
 
   /** See {@link #getKey}; retried like {@link #getAsync}. */
   public CompletableFuture<Optional<KeyRecord>> getKeyAsync(String scope, String key) {
-    return reads.getKey(scope, key, timeoutNanos);
+    return readsOf(io.idem.proto.Partitions.ofKey(scope, key)).getKey(scope, key, timeoutNanos);
   }
 
   // ---- reads ----
@@ -409,7 +411,7 @@ public final class IdemClient implements AutoCloseable {
    * UNAVAILABLE}).
    */
   public CompletableFuture<Optional<KeyValue>> getAsync(String key) {
-    return reads.get(key, timeoutNanos);
+    return readsOf(io.idem.proto.Partitions.of(key)).get(key, timeoutNanos);
   }
 
   /**
@@ -452,7 +454,9 @@ public final class IdemClient implements AutoCloseable {
    */
   public List<RecoveredCall> recovered() {
     List<RecoveredCall> out = new ArrayList<>();
-    for (SessionMachine.Call c : session.recovered()) {
+    List<SessionMachine.Call> calls = new ArrayList<>();
+    sessions.all().forEach(d -> calls.addAll(d.recovered()));
+    for (SessionMachine.Call c : calls) {
       Operation op = c.op();
       out.add(
           new RecoveredCall(
@@ -467,12 +471,12 @@ public final class IdemClient implements AutoCloseable {
 
   /** How many times the client resent or reconnected. */
   public long retries() {
-    return session.retries();
+    return sessions.retries();
   }
 
   /** How many answers were the server's saved answers to earlier copies (suppressed duplicates). */
   public long duplicatesSeen() {
-    return session.duplicates();
+    return sessions.duplicates();
   }
 
   /** The session id, 0 before registration. */
@@ -492,7 +496,7 @@ public final class IdemClient implements AutoCloseable {
    */
   @Override
   public void close() {
-    session.close(Duration.ZERO);
+    sessions.close(Duration.ZERO);
   }
 
   /**
@@ -500,18 +504,24 @@ public final class IdemClient implements AutoCloseable {
    * already made to be answered, then closes as {@link #close()} does.
    */
   public void close(Duration grace) {
-    session.close(grace == null ? Duration.ZERO : grace);
+    sessions.close(grace == null ? Duration.ZERO : grace);
   }
 
   // ---- plumbing ----
 
   private <T extends OperationResult> CompletableFuture<T> write(Operation op, Class<T> type) {
+    SessionDriver carrier;
+    try {
+      carrier = sessions.forOp(op);
+    } catch (InvalidArgumentException e) {
+      return CompletableFuture.failedFuture(e);
+    }
     if (observer == CallObserver.NONE) {
-      return session.submit(op, timeoutNanos).thenApply(f -> type.cast(typed(op, f)));
+      return carrier.submit(op, timeoutNanos).thenApply(f -> type.cast(typed(op, f)));
     }
     long start = observer.started();
     CompletableFuture<T> call =
-        session.submit(op, timeoutNanos).thenApply(f -> type.cast(typed(op, f)));
+        carrier.submit(op, timeoutNanos).thenApply(f -> type.cast(typed(op, f)));
     call.whenComplete((r, e) -> observer.finished(op.getOpCase(), e, start));
     return call;
   }
@@ -519,6 +529,13 @@ public final class IdemClient implements AutoCloseable {
   /** The typed result of {@code op}'s answer {@code f}, or the exception it stands for. */
   private OperationResult typed(Operation op, ServerFrame f) {
     return Outcomes.typed(op, f, session.clientId());
+  }
+
+  /** The reads of the group holding {@code partition}: the only session's in one group. */
+  private Reads readsOf(int partition) {
+    return sessions.grouped()
+        ? new Reads(sessions.forPartition(partition), settings.rpcTimeoutMs())
+        : reads;
   }
 
   private static <T> T join(CompletableFuture<T> f) {

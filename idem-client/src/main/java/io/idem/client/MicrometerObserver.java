@@ -25,17 +25,17 @@ final class MicrometerObserver implements CallObserver {
   }
 
   /** Registers the client's meters, tagged {@code client}, reading {@code driver}'s counts. */
-  static MicrometerObserver register(MeterRegistry registry, String client, SessionDriver driver) {
+  static MicrometerObserver register(MeterRegistry registry, String client, GroupSessions driver) {
     MicrometerObserver o = new MicrometerObserver(registry, client);
     Gauge.builder("idem.client.in.flight", o.inFlight, AtomicInteger::get)
         .description("Calls made and not yet answered")
         .tag("client", client)
         .register(registry);
-    FunctionCounter.builder("idem.client.retries", driver, SessionDriver::retries)
+    FunctionCounter.builder("idem.client.retries", driver, GroupSessions::retries)
         .description("Reconnects and registration retries")
         .tag("client", client)
         .register(registry);
-    FunctionCounter.builder("idem.client.duplicates.seen", driver, SessionDriver::duplicates)
+    FunctionCounter.builder("idem.client.duplicates.seen", driver, GroupSessions::duplicates)
         .description("Answers the server gave from its saved responses (a resent request)")
         .tag("client", client)
         .register(registry);

@@ -91,7 +91,7 @@ final class Outcomes {
       case DUPLICATE_LEASE -> new DuplicateLeaseException(m, id, seq);
       case LEASE_NOT_FOUND -> new LeaseNotFoundException(m, id, seq);
       case WRONG_TYPE -> new WrongTypeException(m, id, seq);
-      case INVALID_ARGUMENT -> new InvalidArgumentException(m, id, seq);
+      case INVALID_ARGUMENT, WRONG_GROUP -> new InvalidArgumentException(m, id, seq);
       case FENCED_WRITE -> new FencedWriteException(m, r.getToken(), id, seq);
       case CAS_MISMATCH -> new CasMismatchException(m, id, seq);
       case TOO_MANY_KEYS -> new TooManyKeysException(m, id, seq);

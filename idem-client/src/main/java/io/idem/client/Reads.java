@@ -133,7 +133,8 @@ final class Reads {
       }
       long left = Math.max(1, deadline - System.nanoTime());
       call.accept(
-          IdemGrpc.newStub(c.channel)
+          session
+              .stub(c.channel)
               .withDeadlineAfter(
                   Math.min(left, TimeUnit.MILLISECONDS.toNanos(rpcTimeoutMs)),
                   TimeUnit.NANOSECONDS),
@@ -144,7 +145,7 @@ final class Reads {
               if (k == Code.OK) {
                 T v = value.apply(r);
                 session.onWorkers(() -> result.complete(v));
-              } else if (k == Code.INVALID_ARGUMENT) {
+              } else if (k == Code.INVALID_ARGUMENT || k == Code.WRONG_GROUP) {
                 fail(new InvalidArgumentException(message.apply(r), 0, 0));
               } else if (k == Code.PERMISSION_DENIED) {
                 fail(new PermissionDeniedException(message.apply(r), 0, 0));

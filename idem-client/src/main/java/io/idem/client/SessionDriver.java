@@ -4,6 +4,7 @@ import io.idem.client.internal.Effect;
 import io.idem.client.internal.IdentityJournal;
 import io.idem.client.internal.SessionMachine;
 import io.idem.proto.ClientFrame;
+import io.idem.proto.IdemGrpc;
 import io.idem.proto.Operation;
 import io.idem.proto.RequestBatch;
 import io.idem.proto.ServerFrame;
@@ -84,6 +85,9 @@ final class SessionDriver {
 
   private int closeWaiters;
 
+  /** The Raft group this session is in, {@link Groups#NONE} for a cluster of one group. */
+  private final int group;
+
   /** Whether the open stream takes request batches: callbacks' sends then wait for their round. */
   private volatile boolean holdSends;
 
@@ -95,6 +99,22 @@ final class SessionDriver {
   private final @Nullable SessionJournal journalEffects; // null without a journal
 
   SessionDriver(ClientSettings settings) {
+    this(settings, Groups.NONE, null, settings.identityFile());
+  }
+
+  /**
+   * A session in Raft group {@code group} of a cluster of several ({@link Groups#NONE}: a cluster
+   * of one group, whose calls name no group).
+   *
+   * @param registerAs the metadata group's identity a data group's session registers under, or null
+   * @param file this session's identity journal, or null
+   */
+  SessionDriver(
+      ClientSettings settings,
+      int group,
+      SessionMachine.@Nullable Given registerAs,
+      @Nullable Path file) {
+    this.group = group;
     IdemTransport given = settings.transport();
     ClientTls tls = settings.tls();
     this.ownsTransport = given == null;
@@ -104,7 +124,6 @@ final class SessionDriver {
     this.stallNanos = TimeUnit.MILLISECONDS.toNanos(settings.stallTimeoutMs());
     this.probeMs = settings.probeIntervalMs();
     SessionMachine.Recovery recovery = SessionMachine.Recovery.NONE;
-    Path file = settings.identityFile();
     if (file != null) {
       try {
         this.journal = IdentityJournal.open(file);
@@ -133,6 +152,7 @@ final class SessionDriver {
     this.wire =
         new SessionWire(
             transport,
+            group,
             rpcTimeoutMs,
             probeMs,
             this::apply,
@@ -150,7 +170,8 @@ final class SessionDriver {
                 settings.name(),
                 journal != null),
             random::nextLong,
-            recovery);
+            recovery,
+            registerAs);
     this.ticking =
         transport
             .timer()
@@ -159,8 +180,9 @@ final class SessionDriver {
     if (!ownsTransport && !transport.onShutdown(transportClosed)) {
       apply(SessionMachine::transportClosed);
     }
-    // Another session of a shared transport found the leader: start there.
-    String known = transport.lastLeader();
+    // Another session of a shared transport found the leader: start there (in a cluster of one
+    // group; each group of several has a leader of its own).
+    String known = group == Groups.NONE ? transport.lastLeader() : "";
     if (!known.isEmpty() && settings.servers().contains(known)) {
       apply(m -> m.redirect(known));
     }
@@ -182,6 +204,11 @@ final class SessionDriver {
     return c.future();
   }
 
+  /** Registers now, without waiting for a call (see {@link SessionMachine#connect}). */
+  void connect() {
+    apply(m -> m.connect(now()));
+  }
+
   /** Where reads go now: the leader hint, else the servers in turn. */
   String address() {
     synchronized (lock) {
@@ -198,6 +225,23 @@ final class SessionDriver {
 
   IdemTransport transport() {
     return transport;
+  }
+
+  /** A stub on {@code channel} whose calls go to this session's group. */
+  IdemGrpc.IdemStub stub(io.grpc.Channel channel) {
+    return Groups.stub(channel, group);
+  }
+
+  /** This session's Raft group, {@link Groups#NONE} in a cluster of one group. */
+  int group() {
+    return group;
+  }
+
+  /** The session's secret, once registered: a data group's sessions register under it. */
+  long[] secret() {
+    synchronized (lock) {
+      return machine.secret();
+    }
   }
 
   /**
@@ -302,7 +346,9 @@ final class SessionDriver {
         String at = machine.currentAddress();
         if (!at.equals(connectedAt)) {
           connectedAt = at;
-          transport.noteLeader(at);
+          if (group == Groups.NONE) {
+            transport.noteLeader(at);
+          }
         }
       }
       List<Effect> out = machine.takeEffects();

@@ -5,7 +5,6 @@ import io.grpc.stub.StreamObserver;
 import io.idem.client.internal.Effect;
 import io.idem.client.internal.SessionMachine;
 import io.idem.proto.ClientFrame;
-import io.idem.proto.IdemGrpc;
 import io.idem.proto.RegisterReply;
 import io.idem.proto.ServerFrame;
 import io.idem.proto.StatusReply;
@@ -29,6 +28,7 @@ final class SessionWire {
   private static final Logger LOG = LoggerFactory.getLogger(SessionDriver.class);
 
   private final IdemTransport transport;
+  private final int group;
   private final long rpcTimeoutMs;
   private final long probeMs;
   private final Consumer<Consumer<SessionMachine>> events;
@@ -43,11 +43,13 @@ final class SessionWire {
    */
   SessionWire(
       IdemTransport transport,
+      int group,
       long rpcTimeoutMs,
       long probeMs,
       Consumer<Consumer<SessionMachine>> events,
       BooleanSupplier stopped) {
     this.transport = transport;
+    this.group = group;
     this.rpcTimeoutMs = rpcTimeoutMs;
     this.probeMs = probeMs;
     this.events = events;
@@ -67,7 +69,7 @@ final class SessionWire {
       return;
     }
     long nonce = r.nonce();
-    IdemGrpc.newStub(c.channel)
+    Groups.stub(c.channel, group)
         .withDeadlineAfter(rpcTimeoutMs, TimeUnit.MILLISECONDS)
         .register(
             r.request(),
@@ -114,7 +116,7 @@ final class SessionWire {
         oneDone.run();
         continue;
       }
-      IdemGrpc.newStub(c.channel)
+      Groups.stub(c.channel, group)
           .withDeadlineAfter(probeMs, TimeUnit.MILLISECONDS)
           .status(
               StatusRequest.getDefaultInstance(),
@@ -149,7 +151,7 @@ final class SessionWire {
     }
     int id = o.stream();
     StreamObserver<ClientFrame> s =
-        IdemGrpc.newStub(c.channel)
+        Groups.stub(c.channel, group)
             .session(
                 new StreamObserver<>() {
                   @Override

@@ -202,6 +202,72 @@ public final class SessionTable {
   }
 
   /**
+   * Opens, takes over or re-grants session {@code clientId} at {@code epoch}: a data group's
+   * registration in a cluster of several Raft groups, where a client holds one id, its session's in
+   * the metadata group, and a session under that id in each data group it writes to (Kafka's
+   * producer id with a sequence per partition). The id and the secret were checked against the
+   * metadata group before the command was logged; this table only keeps them consistent.
+   *
+   * <ul>
+   *   <li>No live session {@code clientId}: one is opened at {@code epoch}, numbering from {@code
+   *       max(1, firstSeq)}, so that a request of an earlier session under the same id (expired
+   *       since) can never be taken as new.
+   *   <li>A live one with another secret or principal: {@link RejectCode#UNAUTHENTICATED}.
+   *   <li>A live one at a higher epoch: {@link RejectCode#FENCED} (a newer instance holds it).
+   *   <li>Otherwise it is granted at {@code epoch} (a lower epoch is raised: the older instance's
+   *       streams are fenced from now on), keeping its numbers and saved answers, and counts as
+   *       activity.
+   * </ul>
+   *
+   * @param now log time
+   * @return {@link Registration.Granted}, or refused as above, or with {@link
+   *     RejectCode#INVALID_ARGUMENT} (an id, epoch, number or TTL out of range) or {@link
+   *     RejectCode#TOO_MANY_SESSIONS}
+   */
+  public Registration registerAt(
+      long clientId,
+      byte[] secretHash,
+      long ttlMs,
+      String principal,
+      long now,
+      long epoch,
+      long firstSeq) {
+    checkTime(now);
+    SessionSecret.check(secretHash);
+    String owner = principal == null || principal.isEmpty() ? null : principal;
+    if (clientId < 1
+        || epoch < 0
+        || firstSeq < 0
+        || firstSeq > Long.MAX_VALUE / 2
+        || ttlMs < 1
+        || ttlMs > config.maxTtlMs()
+        || (owner != null && owner.getBytes(StandardCharsets.UTF_8).length > MAX_PRINCIPAL_BYTES)) {
+      return new Registration.Refused(RejectCode.INVALID_ARGUMENT);
+    }
+    expire(now);
+    Session s = sessions.get(clientId);
+    if (s != null) {
+      if (!SessionSecret.matches(s.secretHash, secretHash) || !mayUse(s, owner)) {
+        return new Registration.Refused(RejectCode.UNAUTHENTICATED);
+      }
+      if (epoch < s.epoch) {
+        return new Registration.Refused(RejectCode.FENCED);
+      }
+      s.epoch = epoch;
+      s.touch(now);
+      return granted(s);
+    }
+    if (sessions.size() >= config.maxSessions()) {
+      return new Registration.Refused(RejectCode.TOO_MANY_SESSIONS);
+    }
+    Session fresh = new Session(clientId, null, secretHash.clone(), owner, ttlMs, epoch, 0, now);
+    fresh.nextSeq = Math.max(1, firstSeq);
+    fresh.lowWater = fresh.nextSeq;
+    sessions.add(fresh);
+    return granted(fresh);
+  }
+
+  /**
    * Hands the live session named {@code name} to a new instance of its client: bumps the epoch (the
    * older instance is {@link RejectCode#FENCED} from now on) and counts as activity. Saved
    * responses are kept, so the new instance can resend what the old one had outstanding, with the

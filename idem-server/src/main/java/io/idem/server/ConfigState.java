@@ -35,6 +35,9 @@ final class ConfigState implements StateSection {
   /** The default quotas and the backend budget (log format 7), which it sets too. */
   final QuotaState quotas = new QuotaState();
 
+  /** Which group of a cluster of several this is, which the bootstrap sets. */
+  final GroupState groups = new GroupState();
+
   /**
    * @param sessions the session domain, which holds the session bounds
    */
@@ -112,6 +115,11 @@ final class ConfigState implements StateSection {
       formatNext = cmd.getLogFormat();
     }
     try {
+      String badGroup =
+          cmd.getBootstrap() ? GroupState.problem(cmd.getGroup(), cmd.getGroupCount()) : null;
+      if (badGroup != null) {
+        throw new IllegalArgumentException(badGroup);
+      }
       ReplicatedConfig next = current().with(cmd.getLimits(), cmd.getSessions(), since7);
       String badQuota = since7 ? QuotaState.problem(cmd.getQuotas(), cmd.getBackendBytes()) : null;
       if (badQuota != null) {
@@ -119,6 +127,9 @@ final class ConfigState implements StateSection {
       }
       if (since7) {
         quotas.configure(cmd.getQuotas(), cmd.getBackendBytes());
+      }
+      if (cmd.getBootstrap()) {
+        groups.set(cmd.getGroup(), cmd.getGroupCount());
       }
       limits = next.limits();
       sessions.reconfigure(next.sessions());

@@ -23,6 +23,7 @@ import io.idem.proto.GetKeyRequest;
 import io.idem.proto.GetReply;
 import io.idem.proto.GetRequest;
 import io.idem.proto.IdemGrpc;
+import io.idem.proto.Partitions;
 import io.idem.proto.RegisterCmd;
 import io.idem.proto.RegisterReply;
 import io.idem.proto.RegisterRequest;
@@ -73,7 +74,20 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
   private final boolean unsafeLocalReads;
   private final ServerMetrics metrics;
   private final Outbox.Bounds bounds;
+  private final IdentityCheck identity; // null but in a data group of a cluster of several
+  private final int groups; // data groups: 1 for a cluster of one group
   private final SecureRandom random = new SecureRandom();
+
+  /**
+   * The check of a data group's registration against the metadata group: that the client id names a
+   * session there with this secret, usable by this principal, at an epoch at least the one asked
+   * for.
+   */
+  @FunctionalInterface
+  interface IdentityCheck {
+    /** Completes with null if the identity holds, else with why not. */
+    CompletableFuture<String> check(long clientId, long epoch, long hi, long lo, String principal);
+  }
 
   FrontDoor(
       ReplicatedLog log,
@@ -84,6 +98,29 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       boolean unsafeLocalReads,
       ServerMetrics metrics,
       Outbox.Bounds bounds) {
+    this(
+        log, batcher, stateMachine, status, membership, unsafeLocalReads, metrics, bounds, null, 1);
+  }
+
+  /**
+   * A front door of one group of a cluster of {@code groups} data groups.
+   *
+   * @param identity the metadata group's check of registrations, for a data group of a cluster of
+   *     several groups; null otherwise
+   */
+  FrontDoor(
+      ReplicatedLog log,
+      Batcher batcher,
+      IdemStateMachine stateMachine,
+      Supplier<StatusReply> status,
+      Membership membership,
+      boolean unsafeLocalReads,
+      ServerMetrics metrics,
+      Outbox.Bounds bounds,
+      IdentityCheck identity,
+      int groups) {
+    this.identity = identity;
+    this.groups = groups;
     this.log = log;
     this.batcher = batcher;
     this.stateMachine = stateMachine;
@@ -120,10 +157,51 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
     // format 6; format 5 entries, written while the format in force is 5, carried it in clear).
     long hi = req.getSecretHi();
     long lo = req.getSecretLo();
+    if (identity != null) {
+      // A data group's session is the metadata group's client, under its id and secret: check
+      // them there before anything is logged, so that nobody can take an id that is not theirs.
+      if (req.getClientId() <= 0) {
+        answer(
+            reply,
+            RegisterReply.newBuilder()
+                .setCode(Code.INVALID_ARGUMENT)
+                .setMessage(
+                    "a data group of a cluster of several groups registers sessions under an id of"
+                        + " the metadata group (group 0): register there first")
+                .build());
+        return;
+      }
+      identity
+          .check(req.getClientId(), req.getEpoch(), hi, lo, principal)
+          .whenComplete(
+              (why, error) -> {
+                if (error != null || why != null) {
+                  answer(
+                      reply,
+                      RegisterReply.newBuilder()
+                          .setCode(Code.UNAUTHENTICATED)
+                          .setMessage(error != null ? failureMessage(error) : why)
+                          .build());
+                } else {
+                  propose(req, req.getSecretHi(), req.getSecretLo(), principal, reply);
+                }
+              });
+      return;
+    }
     if (!req.getResume() && hi == 0 && lo == 0) {
       hi = random.nextLong();
       lo = random.nextLong();
     }
+    propose(req, hi, lo, principal, reply);
+  }
+
+  /** Logs a registration with secret {@code hi, lo} and answers it. */
+  private void propose(
+      RegisterRequest req,
+      long hi,
+      long lo,
+      String principal,
+      StreamObserver<RegisterReply> reply) {
     RegisterCmd.Builder cmd =
         RegisterCmd.newBuilder().setPrincipal(principal == null ? "" : principal);
     if (stateMachine.writeFormat() >= ReplicatedState.AUTH_SINCE_VERSION) {
@@ -181,6 +259,12 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       answer(reply, getFailure(new ReplicatedLog.NotLeaderException(log.leaderClientAddress())));
       return;
     }
+    String misplaced =
+        stateMachine.inspect(s -> s.configuration.groups.readRefusal(Partitions.of(req.getKey())));
+    if (misplaced != null) {
+      answer(reply, GetReply.newBuilder().setCode(Code.WRONG_GROUP).setMessage(misplaced).build());
+      return;
+    }
     String principal = principal();
     barrier()
         .thenCompose(v -> log.read(req.getKey(), principal))
@@ -191,6 +275,15 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
   public void getKey(GetKeyRequest req, StreamObserver<GetKeyReply> reply) {
     if (!log.isLeader()) {
       answer(reply, getKeyFailure(new ReplicatedLog.NotLeaderException(log.leaderClientAddress())));
+      return;
+    }
+    String misplaced =
+        stateMachine.inspect(
+            s ->
+                s.configuration.groups.readRefusal(Partitions.ofKey(req.getScope(), req.getKey())));
+    if (misplaced != null) {
+      answer(
+          reply, GetKeyReply.newBuilder().setCode(Code.WRONG_GROUP).setMessage(misplaced).build());
       return;
     }
     String principal = principal();
@@ -332,6 +425,19 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       return;
     }
     String denied = stateMachine.adminDenial(principal(), "change the cluster's members");
+    if (denied == null && groups > 1) {
+      answer(
+          reply,
+          ChangeMembersReply.newBuilder()
+              .setCode(Code.MEMBERSHIP_CHANGE_FAILED)
+              .setMessage(
+                  "a cluster of several Raft groups changes the members of one group at a time;"
+                      + " this call changes a cluster of one group only")
+              .setLeaderHint(log.leaderClientAddress())
+              .addAllMembers(membership.members())
+              .build());
+      return;
+    }
     if (denied != null) {
       answer(
           reply,

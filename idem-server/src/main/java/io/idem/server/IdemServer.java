@@ -45,53 +45,101 @@ public final class IdemServer implements AutoCloseable {
   static final long KEEP_ALIVE_TIMEOUT_SECONDS = 10;
 
   private final ServerConfig config;
-  private final IdemStateMachine stateMachine;
-  private final RaftNode raft;
-  private final Batcher batcher;
-  private final Server grpc;
   private final ServerMetrics metrics;
+  private final RaftHost host;
+
+  /** The hosted groups by number: 1 alone, or the metadata group 0 and the data groups 1 to G. */
+  private final java.util.SortedMap<Integer, Group> groups = new java.util.TreeMap<>();
+
+  /**
+   * Group 1's parts, which a cluster of one group consists of (the gauges and the admin page's).
+   */
+  private final IdemStateMachine stateMachine;
+
+  private final RaftNode raft;
+  private final Server grpc;
   private final AdminServer admin;
-  private final Membership membership;
   private final ConnectionGate connections;
+  private final java.util.concurrent.ScheduledExecutorService waits;
+
+  /** One Raft group as this node hosts it. */
+  private record Group(
+      int number,
+      IdemStateMachine stateMachine,
+      RaftNode raft,
+      Batcher batcher,
+      Membership membership,
+      FrontDoor door) {}
 
   private IdemServer(ServerConfig config, boolean unsafeLocalReads) throws IOException {
     this.config = config;
     NodeMarker.claim(config.dataDir(), config.id());
     this.metrics = new ServerMetrics(config.id());
-    this.stateMachine =
-        new IdemStateMachine(
-            ReplicatedConfig.of(config),
-            ReplicatedConfig.of(config)
-                .bootstrapCommand(
-                    config.authAdmin(), config.bootstrapQuotas(), config.bootstrapBackendBytes()),
-            config.snapshotEveryEntries(),
-            metrics);
-    this.raft = new RaftNode(config, stateMachine, unsafeLocalReads);
-    this.batcher =
-        new Batcher(
-            raft,
-            new Batcher.Settings(
-                config.maxBatchCommands(),
-                config.maxBatchBytes(),
-                config.maxInFlightBatches(),
-                config.maxQueuedCommands(),
-                config.maxQueuedBytes(),
-                config.tickIntervalMs()),
-            System::currentTimeMillis,
-            stateMachine::bootstrapCommand,
-            stateMachine::writeFormat,
-            "idem-batcher-" + config.id());
-    this.membership = new Membership(raft, a -> probe(a, config.tls()), stateMachine::writeFormat);
-    FrontDoor door =
-        new FrontDoor(
-            raft,
-            batcher,
-            stateMachine,
-            this::status,
-            membership,
-            unsafeLocalReads,
-            metrics,
-            config.streamBounds());
+    int count = config.groups();
+    java.util.Map<Integer, IdemStateMachine> machines = new java.util.TreeMap<>();
+    for (int g = count == 1 ? 1 : 0; g <= count; g++) {
+      machines.put(
+          g,
+          new IdemStateMachine(
+              ReplicatedConfig.of(config),
+              ReplicatedConfig.of(config)
+                  .bootstrapCommand(
+                      config.authAdmin(), config.bootstrapQuotas(), config.bootstrapBackendBytes())
+                  .toBuilder()
+                  .setGroup(count == 1 ? 0 : g)
+                  .setGroupCount(count == 1 ? 0 : count)
+                  .build(),
+              config.snapshotEveryEntries(),
+              metrics));
+    }
+    this.host = new RaftHost(config, machines, unsafeLocalReads);
+    this.waits =
+        java.util.concurrent.Executors.newSingleThreadScheduledExecutor(
+            r -> {
+              Thread t = new Thread(r, "idem-identity-" + config.id());
+              t.setDaemon(true);
+              return t;
+            });
+    IdemStateMachine meta = machines.get(0);
+    for (java.util.Map.Entry<Integer, IdemStateMachine> e : machines.entrySet()) {
+      int g = e.getKey();
+      IdemStateMachine machine = e.getValue();
+      RaftNode node = new RaftNode(host.server(), g, machine);
+      Batcher b =
+          new Batcher(
+              node,
+              new Batcher.Settings(
+                  config.maxBatchCommands(),
+                  config.maxBatchBytes(),
+                  config.maxInFlightBatches(),
+                  config.maxQueuedCommands(),
+                  config.maxQueuedBytes(),
+                  config.tickIntervalMs()),
+              System::currentTimeMillis,
+              machine::bootstrapCommand,
+              machine::writeFormat,
+              "idem-batcher-" + config.id() + (count == 1 ? "" : "-g" + g));
+      Membership m = new Membership(node, a -> probe(a, config.tls()), machine::writeFormat);
+      FrontDoor door =
+          new FrontDoor(
+              node,
+              b,
+              machine,
+              () -> status(g),
+              m,
+              unsafeLocalReads,
+              metrics,
+              config.streamBounds(),
+              meta != null && g > 0 ? identityCheck(meta) : null,
+              count);
+      groups.put(g, new Group(g, machine, node, b, m, door));
+    }
+    Group first = groups.get(1);
+    this.stateMachine = first.stateMachine();
+    this.raft = first.raft();
+    java.util.Map<Integer, FrontDoor> doors = new java.util.HashMap<>();
+    groups.forEach((g, group) -> doors.put(g, group.door()));
+    GroupRouter router = new GroupRouter(doors);
     String client = config.clientListenAddress();
     int colon = client.lastIndexOf(':');
     ConnectionLimits bounds = config.connectionLimits();
@@ -104,7 +152,8 @@ public final class IdemServer implements AutoCloseable {
                       client.substring(0, colon), Integer.parseInt(client.substring(colon + 1))))
               // The gate goes last: the last interceptor runs first, so that a refused
               // connection's calls reach nothing else.
-              .addService(ServerInterceptors.intercept(door, new ClientPrincipal(), connections))
+              .addService(
+                  ServerInterceptors.intercept(router, router, new ClientPrincipal(), connections))
               .addTransportFilter(connections)
               // Handlers run on the I/O threads: they only queue commands or read the state
               // briefly, and the hop to an executor per message cost a sixth of the leader's CPU.
@@ -125,8 +174,7 @@ public final class IdemServer implements AutoCloseable {
               .sslContext(serverTls(config.tls()));
       this.grpc = bounded(builder, bounds).build().start();
     } catch (IOException e) {
-      batcher.close();
-      raft.close();
+      closeGroups();
       throw new IOException("cannot listen for clients on " + client + ": " + e.getMessage(), e);
     }
     registerGauges();
@@ -144,8 +192,7 @@ public final class IdemServer implements AutoCloseable {
                 principal -> stateMachine.adminDenial(principal, "see sessions") == null);
       } catch (IOException | RuntimeException e) {
         grpc.shutdownNow();
-        batcher.close();
-        raft.close();
+        closeGroups();
         throw new IOException(
             "cannot serve the admin endpoint on " + config.adminAddress() + ": " + e.getMessage(),
             e);
@@ -373,16 +420,28 @@ public final class IdemServer implements AutoCloseable {
     return stateMachine.inspect(StateSnapshot::digest);
   }
 
-  /** The node's status, as the {@code Status} RPC reports it. */
+  /** The node's status, as the {@code Status} RPC reports it without a group: group 1's. */
   public StatusReply status() {
+    return status(1);
+  }
+
+  /**
+   * The node's status as group {@code g} sees it, as the {@code Status} RPC reports it for that
+   * group; with several groups, a line for every hosted group too.
+   */
+  StatusReply status(int g) {
+    Group group = groups.get(g);
+    IdemStateMachine machine = group.stateMachine();
+    RaftNode node = group.raft();
     StatusReply.Builder b =
         StatusReply.newBuilder()
             .setId(config.id())
-            .setEntriesAppended(batcher.entriesAppended())
-            .setCommandsAppended(batcher.commandsAppended())
+            .setGroup(g)
+            .setEntriesAppended(group.batcher().entriesAppended())
+            .setCommandsAppended(group.batcher().commandsAppended())
             .setEntriesSkipped(metrics.entriesSkipped())
             .setMaxLogFormat(ReplicatedState.LOG_FORMAT_VERSION);
-    stateMachine.inspect(
+    machine.inspect(
         s ->
             b.setAppliedIndex(s.appliedIndex())
                 .setLiveSessions(s.sessions.size())
@@ -400,35 +459,191 @@ public final class IdemServer implements AutoCloseable {
                 .setBackendBytes(s.configuration.quotas.backendBytes())
                 .setNoSpaceAlarm(s.configuration.quotas.alarm())
                 .setQuotas(s.configuration.quotas.defaults().toProto()));
-    IdemStateMachine.Digest digest = stateMachine.digestAtSnapshot();
+    IdemStateMachine.Digest digest = machine.digestAtSnapshot();
     b.setDigest(digest.hex()).setDigestIndex(digest.index());
-    b.setLogStartIndex(logStartIndex());
     try {
-      DivisionInfo info = raft.division();
+      b.setLogStartIndex(node.logStartIndex());
+    } catch (IOException e) {
+      b.setLogStartIndex(-1);
+    }
+    try {
+      DivisionInfo info = node.division();
       b.setRole(info.getCurrentRole().name())
           .setTerm(info.getCurrentTerm())
           .setLeaderId(info.getLeaderId() == null ? "" : info.getLeaderId().toString())
-          .setLeaderAddress(raft.leaderClientAddress());
+          .setLeaderAddress(node.leaderClientAddress());
     } catch (IOException e) {
       b.setRole("UNAVAILABLE");
     }
     // The configuration in force (it changes with `idem member`), not the peers this node started
     // with.
-    b.addAllMembers(membership.members());
+    b.addAllMembers(group.membership().members());
+    int count = config.groups();
+    b.setMap(
+        count == 1
+            ? io.idem.proto.PartitionMap.newBuilder()
+                .setEpoch(io.idem.proto.Partitions.FIRST_EPOCH)
+                .setGroupCount(1)
+                .build()
+            : io.idem.proto.Partitions.firstMap(count));
+    if (count > 1) {
+      for (Group each : groups.values()) {
+        b.addGroups(groupStatus(each));
+      }
+    }
     return b.build();
   }
 
-  /** Stops the client endpoint, the batcher and the Raft server. */
+  /** One line of the status: a group as this node sees it. */
+  private static io.idem.proto.GroupStatus groupStatus(Group group) {
+    io.idem.proto.GroupStatus.Builder b =
+        io.idem.proto.GroupStatus.newBuilder().setGroup(group.number());
+    group
+        .stateMachine()
+        .inspect(
+            s ->
+                b.setAppliedIndex(s.appliedIndex())
+                    .setLiveSessions(s.sessions.size())
+                    .setKeyRecords(s.keys.size())
+                    .setKeys(s.kv.size()));
+    try {
+      DivisionInfo info = group.raft().division();
+      b.setRole(info.getCurrentRole().name())
+          .setTerm(info.getCurrentTerm())
+          .setLeaderId(info.getLeaderId() == null ? "" : info.getLeaderId().toString())
+          .setLeaderAddress(group.raft().leaderClientAddress());
+    } catch (IOException e) {
+      b.setRole("UNAVAILABLE");
+    }
+    b.addAllMembers(group.membership().members());
+    return b.build();
+  }
+
+  /**
+   * The metadata group's check of a data group's registration ({@link FrontDoor.IdentityCheck}).
+   * The client id is a registration's position in the metadata group's log ({@code index * } {@link
+   * ReplicatedState#MAX_COMMANDS_PER_ENTRY} {@code + position}), so this node's replica of it knows
+   * the id once it applied that index: the check waits for that, up to {@link #IDENTITY_WAIT_MS},
+   * then reads the session there.
+   */
+  private FrontDoor.IdentityCheck identityCheck(IdemStateMachine meta) {
+    return (clientId, epoch, hi, lo, principal) -> {
+      long index = clientId / ReplicatedState.MAX_COMMANDS_PER_ENTRY;
+      java.util.concurrent.CompletableFuture<String> answer =
+          new java.util.concurrent.CompletableFuture<>();
+      long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(IDENTITY_WAIT_MS);
+      Runnable attempt =
+          new Runnable() {
+            @Override
+            public void run() {
+              // This replica of the metadata group may lag its leader: until the deadline, a
+              // session or an epoch it does not know yet is waited for, not refused.
+              String problem =
+                  meta.inspect(ReplicatedState::appliedIndex) < index
+                      ? "the metadata group has not applied client id "
+                          + clientId
+                          + " on this node within "
+                          + IDENTITY_WAIT_MS
+                          + " ms: retry"
+                      : identityProblem(meta, clientId, epoch, hi, lo, principal);
+              boolean settled =
+                  problem == null
+                      || meta.authenticate(clientId, hi, lo, principal)
+                          == IdemStateMachine.Authentication.WRONG_SECRET;
+              if (settled || System.nanoTime() - deadline > 0) {
+                answer.complete(problem);
+                return;
+              }
+              try {
+                waits.schedule(this, 10, TimeUnit.MILLISECONDS);
+              } catch (java.util.concurrent.RejectedExecutionException e) {
+                answer.complete("the node is closing");
+              }
+            }
+          };
+      attempt.run();
+      return answer;
+    };
+  }
+
+  /** How long a data group's registration waits for the metadata group to know its client id. */
+  static final long IDENTITY_WAIT_MS = 5_000;
+
+  private static String identityProblem(
+      IdemStateMachine meta, long clientId, long epoch, long hi, long lo, String principal) {
+    switch (meta.authenticate(clientId, hi, lo, principal)) {
+      case UNKNOWN_SESSION:
+        return "client id "
+            + clientId
+            + " names no live session of the metadata group: register there first";
+      case WRONG_SECRET:
+        return "the secret or principal does not match client id "
+            + clientId
+            + "'s session in the metadata group";
+      default:
+        break;
+    }
+    long granted = meta.inspect(s -> s.sessions.epochOf(clientId));
+    if (epoch > granted) {
+      return "epoch "
+          + epoch
+          + " is above the epoch "
+          + granted
+          + " the metadata group granted client id "
+          + clientId;
+    }
+    return null;
+  }
+
+  /** The hosted group numbers: {@code [1]}, or {@code [0, 1, ..., G]}. */
+  public java.util.List<Integer> groupNumbers() {
+    return java.util.List.copyOf(groups.keySet());
+  }
+
+  /** Whether this node currently leads group {@code g}. */
+  public boolean isLeader(int g) {
+    Group group = groups.get(g);
+    return group != null && group.raft().isLeader();
+  }
+
+  /** The log index of the last entry this node applied in group {@code g}. */
+  public long appliedIndex(int g) {
+    return groups.get(g).stateMachine().inspect(ReplicatedState::appliedIndex);
+  }
+
+  /** A digest of group {@code g}'s replicated state. */
+  public String digest(int g) {
+    return groups.get(g).stateMachine().inspect(StateSnapshot::digest);
+  }
+
+  /**
+   * If this node leads group {@code g}, hands its leadership to node {@code peerId}.
+   *
+   * @throws IOException if the transfer fails or times out
+   */
+  public void transferLeadership(int g, String peerId, Duration timeout) throws IOException {
+    groups.get(g).raft().transferLeadership(peerId, timeout.toMillis());
+  }
+
+  /** Stops every group's batcher and membership, and the Raft server. */
+  private void closeGroups() throws IOException {
+    waits.shutdownNow();
+    for (Group g : groups.values()) {
+      g.membership().close();
+      g.batcher().close();
+    }
+    host.close();
+  }
+
+  /** Stops the client endpoint, the batchers and the Raft server. */
   @Override
   public void close() throws IOException {
     if (admin != null) {
       admin.close();
     }
-    membership.close();
     grpc.shutdownNow();
-    batcher.close();
     try {
-      raft.close();
+      closeGroups();
     } finally {
       try {
         grpc.awaitTermination(5, TimeUnit.SECONDS);

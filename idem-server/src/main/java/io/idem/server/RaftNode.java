@@ -24,7 +24,6 @@ import org.apache.ratis.protocol.ClientId;
 import org.apache.ratis.protocol.Message;
 import org.apache.ratis.protocol.RaftClientReply;
 import org.apache.ratis.protocol.RaftClientRequest;
-import org.apache.ratis.protocol.RaftGroup;
 import org.apache.ratis.protocol.RaftGroupId;
 import org.apache.ratis.protocol.RaftPeer;
 import org.apache.ratis.protocol.RaftPeerId;
@@ -33,61 +32,60 @@ import org.apache.ratis.server.DivisionInfo;
 import org.apache.ratis.server.RaftConfiguration;
 import org.apache.ratis.server.RaftServer;
 import org.apache.ratis.server.RaftServerConfigKeys;
-import org.apache.ratis.server.storage.RaftStorage;
 import org.apache.ratis.thirdparty.com.google.protobuf.UnsafeByteOperations;
 import org.apache.ratis.util.SizeInBytes;
 import org.apache.ratis.util.TimeDuration;
 
 /**
- * One Ratis server in the Idem group, seen as a {@link ReplicatedLog}. Entries are submitted to the
- * local server directly ({@link RaftServer#submitClientRequestAsync}), without a Raft client round
- * trip; reads use Ratis's linearizable ReadIndex.
+ * One Raft group of an Idem node, seen as a {@link ReplicatedLog}: a division of the node's Ratis
+ * server ({@link RaftHost}), which may host several. Entries are submitted to the local server
+ * directly ({@link RaftServer#submitClientRequestAsync}), without a Raft client round trip; reads
+ * use Ratis's linearizable ReadIndex.
  */
-final class RaftNode implements ReplicatedLog, AutoCloseable {
-  /** All Idem clusters use one group id; a cluster is defined by its peers. */
+final class RaftNode implements ReplicatedLog {
+  /**
+   * The group of a cluster of one group, and group 1 of a cluster of several: every Idem cluster
+   * uses it; a cluster is defined by its peers.
+   */
   static final RaftGroupId GROUP_ID =
       RaftGroupId.valueOf(UUID.nameUUIDFromBytes("idem".getBytes(StandardCharsets.UTF_8)));
 
   private final RaftServer server;
-  private final RaftGroup group;
+  private final RaftGroupId groupId;
+  private final int group;
   private final ClientId clientId;
   private final AtomicLong callId = new AtomicLong();
   private final IdemStateMachine stateMachine;
 
   /**
-   * @param unsafeLocalReads reads served at once from the local state machine, without the
-   *     ReadIndex round (see {@link IdemServer#startWithUnsafeLocalReads}); false in every server
-   *     but the verification's negative control
+   * @param server the node's Ratis server, which hosts the group
+   * @param group the group's number: 0 for the metadata group, 1 and up for data groups
    */
-  RaftNode(ServerConfig config, IdemStateMachine stateMachine, boolean unsafeLocalReads)
-      throws IOException {
+  RaftNode(RaftServer server, int group, IdemStateMachine stateMachine) {
+    this.server = server;
+    this.group = group;
+    this.groupId = groupId(group);
     this.stateMachine = stateMachine;
     // The state machine admits proposals only under this id (IdemStateMachine.startTransaction).
     this.clientId = stateMachine.proposer();
-    List<RaftPeer> peers =
-        config.peers().stream()
-            .map(
-                p ->
-                    RaftPeer.newBuilder()
-                        .setId(p.id())
-                        .setAddress(p.raftAddress())
-                        .setClientAddress(p.clientAddress())
-                        .build())
-            .toList();
-    // A joining node starts with no members: Ratis keeps it from voting or campaigning until a
-    // configuration that names it reaches it from the leader (`idem member add`). Its peers, like
-    // every node's after a restart, then come from the configuration stored in its data directory.
-    this.group = config.join() ? RaftGroup.valueOf(GROUP_ID) : RaftGroup.valueOf(GROUP_ID, peers);
-    this.server =
-        RaftServer.newBuilder()
-            .setServerId(RaftPeerId.valueOf(config.id()))
-            .setGroup(group)
-            .setStateMachine(stateMachine)
-            .setProperties(properties(config, unsafeLocalReads))
-            .setParameters(parameters(config))
-            .setOption(RaftStorage.StartupOption.RECOVER)
-            .build();
-    server.start();
+  }
+
+  /**
+   * The Ratis id of group {@code group}: {@link #GROUP_ID} for group 1 (so that a cluster of one
+   * group keeps the id it always had), a name-based UUID for the others.
+   */
+  static RaftGroupId groupId(int group) {
+    if (group == 1) {
+      return GROUP_ID;
+    }
+    return RaftGroupId.valueOf(
+        UUID.nameUUIDFromBytes(
+            (group == 0 ? "idem-meta" : "idem-group-" + group).getBytes(StandardCharsets.UTF_8)));
+  }
+
+  /** The group's number: 0 for the metadata group, 1 and up for data groups. */
+  int group() {
+    return group;
   }
 
   /**
@@ -95,7 +93,7 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
    * and on every node the {@link PeerGate}, which closes Ratis's client and admin services on the
    * Raft port and, under TLS, admits the named peers only.
    */
-  private static Parameters parameters(ServerConfig c) {
+  static Parameters parameters(ServerConfig c) {
     Parameters p = new Parameters();
     TlsFiles tls = c.raftTls();
     if (tls != null) {
@@ -232,7 +230,7 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
     return RaftClientRequest.newBuilder()
         .setClientId(clientId)
         .setServerId(server.getId())
-        .setGroupId(GROUP_ID)
+        .setGroupId(groupId)
         .setCallId(callId.incrementAndGet())
         .setMessage(Message.valueOf(UnsafeByteOperations.unsafeWrap(content)))
         .setType(type)
@@ -268,7 +266,7 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
   }
 
   private DivisionInfo info() throws IOException {
-    return server.getDivision(GROUP_ID).getInfo();
+    return server.getDivision(groupId).getInfo();
   }
 
   @Override
@@ -317,7 +315,7 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
   /** The highest index this node knows committed, or -1 if the division is not there. */
   long commitIndex() {
     try {
-      return server.getDivision(GROUP_ID).getRaftLog().getLastCommittedIndex();
+      return server.getDivision(groupId).getRaftLog().getLastCommittedIndex();
     } catch (IOException e) {
       return -1;
     }
@@ -337,7 +335,7 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
         new org.apache.ratis.protocol.TransferLeadershipRequest(
             clientId,
             server.getId(),
-            GROUP_ID,
+            groupId,
             callId.incrementAndGet(),
             RaftPeerId.valueOf(peerId),
             timeoutMs);
@@ -366,7 +364,7 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
   void stepDown(long timeoutMs) throws IOException {
     org.apache.ratis.protocol.TransferLeadershipRequest request =
         new org.apache.ratis.protocol.TransferLeadershipRequest(
-            clientId, server.getId(), GROUP_ID, callId.incrementAndGet(), null, timeoutMs);
+            clientId, server.getId(), groupId, callId.incrementAndGet(), null, timeoutMs);
     RaftClientReply reply;
     try {
       reply =
@@ -386,7 +384,7 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
 
   /** The first index still in the local log (above 0 once purged behind a snapshot). */
   long logStartIndex() throws IOException {
-    return server.getDivision(GROUP_ID).getRaftLog().getStartIndex();
+    return server.getDivision(groupId).getRaftLog().getStartIndex();
   }
 
   /** This node's id. */
@@ -399,7 +397,7 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
    * previous one while a change is under way (joint consensus).
    */
   RaftConfiguration configuration() throws IOException {
-    return server.getDivision(GROUP_ID).getRaftConf();
+    return server.getDivision(groupId).getRaftConf();
   }
 
   /**
@@ -414,7 +412,7 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
         new SetConfigurationRequest(
             clientId,
             server.getId(),
-            GROUP_ID,
+            groupId,
             callId.incrementAndGet(),
             SetConfigurationRequest.Arguments.newBuilder()
                 .setServersInCurrentConf(current)
@@ -426,10 +424,5 @@ final class RaftNode implements ReplicatedLog, AutoCloseable {
     } catch (IOException e) {
       return CompletableFuture.failedFuture(e);
     }
-  }
-
-  @Override
-  public void close() throws IOException {
-    server.close();
   }
 }

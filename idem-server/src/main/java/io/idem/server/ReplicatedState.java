@@ -148,7 +148,8 @@ final class ReplicatedState {
           new StateSnapshot.Section(6, 5, keys),
           new StateSnapshot.Section(7, 7, configuration.format),
           new StateSnapshot.Section(8, 7, auth),
-          new StateSnapshot.Section(9, 8, configuration.quotas));
+          new StateSnapshot.Section(9, 8, configuration.quotas),
+          new StateSnapshot.Section(10, 9, configuration.groups));
 
   private long clock;
   private long lastTerm;
@@ -287,15 +288,18 @@ final class ReplicatedState {
           if (refused != null) {
             return CommandResult.newBuilder().setRegistration(refused).build();
           }
-          return CommandResult.newBuilder()
-              .setRegistration(
-                  sessions.register(
-                      index * MAX_COMMANDS_PER_ENTRY + position,
-                      c.getRegister(),
-                      clock,
-                      configuration.current().limitsProto(),
-                      entryVersion >= AUTH_SINCE_VERSION))
-              .build();
+          RegisterReply registered =
+              sessions.register(
+                  index * MAX_COMMANDS_PER_ENTRY + position,
+                  c.getRegister(),
+                  clock,
+                  configuration.current().limitsProto(),
+                  entryVersion >= AUTH_SINCE_VERSION,
+                  configuration.groups.dataGroup());
+          if (configuration.groups.multi() && registered.getCode() == Code.OK) {
+            registered = registered.toBuilder().setMap(configuration.groups.map()).build();
+          }
+          return CommandResult.newBuilder().setRegistration(registered).build();
         }
       case SESSION:
         {
@@ -338,8 +342,10 @@ final class ReplicatedState {
     Payer payer = payer(principal);
     io.idem.proto.RegisterRequest req = cmd.getRequest();
     if (payer == null
-        || req.getResume()
-        || (!req.getName().isEmpty() && sessions.holdsName(req.getName(), principal))) {
+        || (configuration.groups.dataGroup()
+            ? sessions.exists(req.getClientId())
+            : req.getResume()
+                || (!req.getName().isEmpty() && sessions.holdsName(req.getName(), principal)))) {
       return null;
     }
     if (payer.full()) {
@@ -386,11 +392,18 @@ final class ReplicatedState {
     if (a == Admission.NEW) {
       String principal =
           entryVersion >= AUTH_SINCE_VERSION ? sessions.principalOf(cmd.getClientId()) : "";
+      // In a cluster of several groups, an operation of another group's partition is answered
+      // with the map and applied nowhere (a client with a stale map resends it there).
+      Result misplaced = configuration.groups.refusal(index, cmd.getOp());
       String denied =
-          entryVersion >= AUTH_SINCE_VERSION ? auth.denial(principal, cmd.getOp()) : null;
-      Payer payer = denied == null ? payer(principal) : null;
+          misplaced == null && entryVersion >= AUTH_SINCE_VERSION
+              ? auth.denial(principal, cmd.getOp())
+              : null;
+      Payer payer = misplaced == null && denied == null ? payer(principal) : null;
       Result result;
-      if (denied != null) {
+      if (misplaced != null) {
+        result = misplaced;
+      } else if (denied != null) {
         result =
             Result.newBuilder()
                 .setCode(Code.PERMISSION_DENIED)

@@ -67,6 +67,10 @@ import java.util.List;
  *     code's defaults, {@code Quotas.DEFAULTS}); replicated from then on
  * @param bootstrapBackendBytes the backend budget a new cluster's bootstrap sets; 0: the code's
  *     default ({@link QuotaState#DEFAULT_BACKEND_BYTES})
+ * @param groups the number of data groups (Raft groups the keyspace's partitions are spread over; 1
+ *     to {@link io.idem.proto.Partitions#MAX_GROUPS}). 1: a cluster of one group, as before groups
+ *     existed. Above 1, every node also hosts the metadata group. Fixed when the cluster is
+ *     created: a data directory made with another number is refused at start.
  */
 public record ServerConfig(
     String id,
@@ -98,7 +102,8 @@ public record ServerConfig(
     boolean join,
     ConnectionLimits connectionLimits,
     io.idem.proto.Quotas bootstrapQuotas,
-    long bootstrapBackendBytes) {
+    long bootstrapBackendBytes,
+    int groups) {
 
   /** Default client address. */
   public static final String DEFAULT_CLIENT_ADDRESS = "127.0.0.1:7001";
@@ -173,6 +178,15 @@ public record ServerConfig(
     }
     if (peers.stream().noneMatch(p -> p.id().equals(id))) {
       throw new IllegalArgumentException("node id \"" + id + "\" is not among the peers " + peers);
+    }
+    if (groups < 1 || groups > io.idem.proto.Partitions.MAX_GROUPS) {
+      throw new IllegalArgumentException(
+          "groups must be in [1, " + io.idem.proto.Partitions.MAX_GROUPS + "], got " + groups);
+    }
+    if (join && groups > 1) {
+      throw new IllegalArgumentException(
+          "a node cannot join a cluster of several groups yet: membership changes move one group"
+              + " at a time, which `idem member` does not do");
     }
     positive("tickIntervalMs", tickIntervalMs);
     positive("electionTimeoutMinMs", electionTimeoutMinMs);
@@ -362,6 +376,13 @@ public record ServerConfig(
     private ConnectionLimits connectionLimits = ConnectionLimits.DEFAULTS;
     private io.idem.proto.Quotas bootstrapQuotas = io.idem.proto.Quotas.getDefaultInstance();
     private long bootstrapBackendBytes;
+    private int groups = 1;
+
+    /** The number of data groups of a new cluster (see {@link ServerConfig#groups}). */
+    public Builder groups(int groups) {
+      this.groups = groups;
+      return this;
+    }
 
     /**
      * The default quotas a new cluster's bootstrap sets (fields left 0: the code's defaults); no
@@ -569,7 +590,8 @@ public record ServerConfig(
           join,
           connectionLimits,
           bootstrapQuotas,
-          bootstrapBackendBytes);
+          bootstrapBackendBytes,
+          groups);
     }
   }
 }

@@ -97,6 +97,11 @@ final class SessionState implements StateSection {
     return table.authenticate(clientId, secretHi, secretLo, principal);
   }
 
+  /** The epoch of session {@code clientId}, or -1 if there is none. */
+  long epochOf(long clientId) {
+    return table.session(clientId).map(io.idem.core.SessionInfo::epoch).orElse(-1L);
+  }
+
   /** The principal session {@code clientId} is bound to; empty if none (or no such session). */
   String principalOf(long clientId) {
     return table.principalOf(clientId).orElse("");
@@ -109,13 +114,16 @@ final class SessionState implements StateSection {
    * @param limits the replicated limits, which a granted registration reports
    * @param namesPerPrincipal whether each principal has names of its own (log format 6), or all
    *     share one namespace
+   * @param dataGroup whether this is a data group of a cluster of several groups: the session is
+   *     then registered under the request's client id and epoch ({@link SessionTable#registerAt})
    */
   RegisterReply register(
       long clientId,
       RegisterCmd cmd,
       long now,
       io.idem.proto.Limits limits,
-      boolean namesPerPrincipal) {
+      boolean namesPerPrincipal,
+      boolean dataGroup) {
     RegisterRequest req = cmd.getRequest();
     SessionTable.NameScope scope =
         namesPerPrincipal ? SessionTable.NameScope.PER_PRINCIPAL : SessionTable.NameScope.GLOBAL;
@@ -134,18 +142,35 @@ final class SessionState implements StateSection {
     } else {
       secretHash = SessionSecret.hash(cmd.getSecretHi(), cmd.getSecretLo());
     }
+    if (dataGroup && req.getClientId() == 0) {
+      return RegisterReply.newBuilder()
+          .setCode(Code.INVALID_ARGUMENT)
+          .setMessage(
+              "a data group of a cluster of several groups registers sessions under an id of the"
+                  + " metadata group (group 0): register there first")
+          .build();
+    }
     Registration r =
-        req.getResume()
-            ? table.resume(name, secretHash, req.getNonce(), cmd.getPrincipal(), now, scope)
-            : table.register(
-                clientId,
+        dataGroup
+            ? table.registerAt(
+                req.getClientId(),
                 secretHash,
-                name,
                 req.getTtlMs(),
-                req.getNonce(),
                 cmd.getPrincipal(),
                 now,
-                scope);
+                req.getEpoch(),
+                req.getFirstSeq())
+            : req.getResume()
+                ? table.resume(name, secretHash, req.getNonce(), cmd.getPrincipal(), now, scope)
+                : table.register(
+                    clientId,
+                    secretHash,
+                    name,
+                    req.getTtlMs(),
+                    req.getNonce(),
+                    cmd.getPrincipal(),
+                    now,
+                    scope);
     if (r instanceof Registration.Granted g) {
       return RegisterReply.newBuilder()
           .setCode(Code.OK)

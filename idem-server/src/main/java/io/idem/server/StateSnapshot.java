@@ -23,11 +23,11 @@ import java.util.zip.CheckedInputStream;
 import java.util.zip.CheckedOutputStream;
 
 /**
- * The state machine's snapshot, format version 8: a sequence of sections, one per domain of the
+ * The state machine's snapshot, format version 9: a sequence of sections, one per domain of the
  * {@link ReplicatedState}, each written and read by the domain that owns it. Big-endian:
  *
  * <pre>
- * int magic = 0x49444D4B ("IDMK"), int version = 8
+ * int magic = 0x49444D4B ("IDMK"), int version = 9
  * per section, in ascending id: int id, long length, then length bytes written by its domain
  *   1 the log position (ReplicatedState)   2 the replicated configuration (ConfigState)
  *   3 leases (LeaseState)                  4 keys and values (KvState)
@@ -35,6 +35,7 @@ import java.util.zip.CheckedOutputStream;
  *   6 application idempotency keys (KeyState: idem-core's key table snapshot, with its own CRC32C)
  *   7 the log format in force (FormatState)  8 access control (AuthState)
  *   9 default quotas, backend budget and alarm (QuotaState)
+ *   10 the group of a cluster of several Raft groups (GroupState)
  * int CRC32C of every byte above
  * </pre>
  *
@@ -48,9 +49,11 @@ import java.util.zip.CheckedOutputStream;
  * either. Version 7 adds section 7 (the log format in force; older snapshots are read with the
  * format they imply) and section 8 (access control; older snapshots are read with auth off and no
  * roles). Version 8 adds section 9 (quotas; older snapshots are read with the code's defaults and
- * no alarm). Owners of keys, key records and leases (log format 7) are marked inside their sections
- * so that records without one keep their bytes ({@link KvState}, {@link LeaseState}, idem-core's
- * key table version 3).
+ * no alarm). Version 9 adds section 10, and only a group of a cluster of several Raft groups is
+ * written in it: a cluster of one group writes version 8 ({@link #versionFor}), and older snapshots
+ * are read as of a cluster of one group. Owners of keys, key records and leases (log format 7) are
+ * marked inside their sections so that records without one keep their bytes ({@link KvState},
+ * {@link LeaseState}, idem-core's key table version 3).
  *
  * <p>Versions 1 to 3 had no framing: the same sections' bytes, in the same order, one after the
  * other, and the CRC32C. They are still read, each section by its domain from the version's bytes.
@@ -64,7 +67,7 @@ import java.util.zip.CheckedOutputStream;
  */
 final class StateSnapshot {
   static final int MAGIC = 0x49444D4B;
-  static final int VERSION = 8;
+  static final int VERSION = 9;
 
   /** The oldest version the reader still reads. */
   static final int OLDEST_VERSION = 1;
@@ -104,7 +107,11 @@ final class StateSnapshot {
   static Frozen freeze(ReplicatedState s) throws IOException {
     List<FrozenSection> sections = new ArrayList<>(s.sections.size());
     KeyTable.Frozen keys = null;
+    int version = versionFor(s);
     for (Section section : s.sections) {
+      if (section.sinceVersion() > version) {
+        continue;
+      }
       if (section.part() == s.keys) {
         keys = s.keys.table().freeze();
         sections.add(new FrozenSection(section.id(), keys::writeSnapshot, keys, false));
@@ -114,13 +121,27 @@ final class StateSnapshot {
                 ? !s.auth.pristine()
                 : section.part() == s.configuration.quotas
                     ? !s.configuration.quotas.pristine()
-                    : section.part() != s.configuration.format
+                    : section.part() == s.configuration.groups
+                        || section.part() != s.configuration.format
                         || !s.configuration.format.pristine();
         sections.add(new FrozenSection(section.id(), section.part().freeze(), null, hashed));
       }
     }
-    return new Frozen(List.copyOf(sections), keys, s.keys.pristine());
+    return new Frozen(List.copyOf(sections), keys, s.keys.pristine(), version);
   }
+
+  /**
+   * The version a state is written in: {@link #VERSION} for a group of a cluster of several, whose
+   * section 10 says which group it is; version 8, byte for byte as before groups existed, for a
+   * cluster of one group (section 10 would say nothing), so that its snapshots and digests stay as
+   * they were.
+   */
+  static int versionFor(ReplicatedState s) {
+    return s.configuration.groups.multi() ? VERSION : SINGLE_GROUP_VERSION;
+  }
+
+  /** The version a cluster of one group writes (see {@link #versionFor}). */
+  static final int SINGLE_GROUP_VERSION = 8;
 
   /**
    * A frozen section; {@code keys} is the key table's (section 6), else null; {@code hashed}: its
@@ -145,11 +166,14 @@ final class StateSnapshot {
     private final List<FrozenSection> sections;
     private final KeyTable.Frozen keys;
     private final boolean keysPristine;
+    private final int version;
 
-    private Frozen(List<FrozenSection> sections, KeyTable.Frozen keys, boolean keysPristine) {
+    private Frozen(
+        List<FrozenSection> sections, KeyTable.Frozen keys, boolean keysPristine, int version) {
       this.sections = sections;
       this.keys = keys;
       this.keysPristine = keysPristine;
+      this.version = version;
     }
 
     /**
@@ -191,7 +215,7 @@ final class StateSnapshot {
       Counter written = new Counter(new CheckedOutputStream(target, crc));
       DataOutputStream out = new DataOutputStream(new BufferedOutputStream(written, 1 << 16));
       out.writeInt(MAGIC);
-      out.writeInt(VERSION);
+      out.writeInt(version);
       for (FrozenSection section : sections) {
         long length = section.length();
         out.writeInt(section.id());

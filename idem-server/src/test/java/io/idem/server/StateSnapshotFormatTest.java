@@ -111,7 +111,7 @@ class StateSnapshotFormatTest {
     ReplicatedState replayed = GoldenStates.state(8);
     assertThat(replayed.get("late").getFound()).as("refused after the deadline").isFalse();
     byte[] bytes = bytesOf(replayed);
-    assertThat(StateSnapshot.VERSION).isEqualTo(8);
+    assertThat(StateSnapshot.SINGLE_GROUP_VERSION).isEqualTo(8);
     assertThat(sectionsOf(bytes))
         .extracting(Section::id)
         .containsExactly(1, 2, 3, 4, 5, 6, 7, 8, 9);
@@ -325,13 +325,45 @@ class StateSnapshotFormatTest {
         .hasMessageContaining("expected section 3, found 4");
   }
 
+  /**
+   * Version 9 adds section 10, the group of a cluster of several Raft groups: a data group's state
+   * is written in it and reads back to the same group, map and digest; a cluster of one group keeps
+   * writing version 8.
+   */
+  @Test
+  void aGroupOfSeveralIsWrittenAsVersion9WithItsGroup() throws IOException {
+    ReplicatedState single = GoldenStates.state(8);
+    assertThat(StateSnapshot.versionFor(single)).isEqualTo(8);
+    ReplicatedState grouped = new ReplicatedState();
+    grouped.configuration.groups.set(3, 4);
+    byte[] bytes = bytesOf(grouped);
+    assertThat(sectionsOf(bytes))
+        .extracting(Section::id)
+        .containsExactly(1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
+    ReplicatedState s = read(bytes);
+    assertThat(s.configuration.groups.group()).isEqualTo(3);
+    assertThat(s.configuration.groups.count()).isEqualTo(4);
+    assertThat(s.configuration.groups.map().getGroups(2)).isEqualTo(3);
+    assertThat(StateSnapshot.digest(s)).isEqualTo(StateSnapshot.digest(grouped));
+    ReplicatedState other = new ReplicatedState();
+    other.configuration.groups.set(2, 4);
+    assertThat(StateSnapshot.digest(other))
+        .as("the group is part of the digest")
+        .isNotEqualTo(StateSnapshot.digest(grouped));
+    List<Section> sections = new ArrayList<>(sectionsOf(bytes));
+    sections.set(9, new Section(10, new byte[] {0, 0, 0, 9, 0, 0, 0, 4})); // group 9 of 4
+    assertThatThrownBy(() -> read(encode(sections, StateSnapshot.VERSION)))
+        .isInstanceOf(SnapshotFormatException.class)
+        .hasMessageContaining("group 9 out of [0, 4]");
+  }
+
   @Test
   void anUnknownVersionIsRefused() throws IOException {
     byte[] future = Files.readAllBytes(V8);
-    future[7] = 9;
+    future[7] = (byte) (StateSnapshot.VERSION + 1);
     assertThatThrownBy(() -> read(future))
         .isInstanceOf(SnapshotFormatException.class)
-        .hasMessageContaining("version 9");
+        .hasMessageContaining("version " + (StateSnapshot.VERSION + 1));
   }
 
   private static void refusesEveryFlipAndCut(byte[] golden) {
@@ -371,10 +403,14 @@ class StateSnapshotFormatTest {
   }
 
   private static byte[] encode(List<Section> sections) throws IOException {
+    return encode(sections, StateSnapshot.SINGLE_GROUP_VERSION);
+  }
+
+  private static byte[] encode(List<Section> sections, int version) throws IOException {
     ByteArrayOutputStream bytes = new ByteArrayOutputStream();
     DataOutputStream out = new DataOutputStream(bytes);
     out.writeInt(StateSnapshot.MAGIC);
-    out.writeInt(StateSnapshot.VERSION);
+    out.writeInt(version);
     for (Section s : sections) {
       out.writeInt(s.id());
       out.writeLong(s.body().length);

@@ -42,18 +42,40 @@ import javax.net.ssl.SSLException;
  */
 public final class RawSession implements AutoCloseable {
   private final ManagedChannel channel;
+  private final io.grpc.Channel calls; // the channel, with the group's header if one is named
   private final LinkedBlockingQueue<ServerFrame> frames = new LinkedBlockingQueue<>();
   private StreamObserver<ClientFrame> stream;
   private volatile CountDownLatch ended = new CountDownLatch(1);
 
   /** A connection to {@code address} (host:port); nothing is sent yet. */
   public RawSession(String address) {
+    this(address, -1);
+  }
+
+  /**
+   * A connection to {@code address} whose calls name Raft group {@code group} (the {@code
+   * idem-group} header; -1: none, as a client of a cluster of one group).
+   */
+  public RawSession(String address, int group) {
     int colon = address.lastIndexOf(':');
     this.channel =
         NettyChannelBuilder.forAddress(
                 address.substring(0, colon), Integer.parseInt(address.substring(colon + 1)))
             .usePlaintext()
             .build();
+    this.calls = withGroup(channel, group);
+  }
+
+  private static io.grpc.Channel withGroup(ManagedChannel channel, int group) {
+    if (group < 0) {
+      return channel;
+    }
+    io.grpc.Metadata headers = new io.grpc.Metadata();
+    headers.put(
+        io.grpc.Metadata.Key.of("idem-group", io.grpc.Metadata.ASCII_STRING_MARSHALLER),
+        Integer.toString(group));
+    return io.grpc.ClientInterceptors.intercept(
+        channel, io.grpc.stub.MetadataUtils.newAttachHeadersInterceptor(headers));
   }
 
   /**
@@ -75,11 +97,12 @@ public final class RawSession implements AutoCloseable {
     } catch (SSLException e) {
       throw new IllegalArgumentException("cannot use the TLS files: " + e.getMessage(), e);
     }
+    this.calls = channel;
   }
 
   /** Sends a Register RPC and returns the reply. */
   public RegisterReply register(RegisterRequest request) {
-    return IdemGrpc.newBlockingStub(channel)
+    return IdemGrpc.newBlockingStub(calls)
         .withDeadlineAfter(10, TimeUnit.SECONDS)
         .register(request);
   }
@@ -102,40 +125,40 @@ public final class RawSession implements AutoCloseable {
 
   /** Sends a Configure RPC (a change of the replicated configuration) and returns the reply. */
   public ConfigureReply configure(ConfigureRequest request) {
-    return IdemGrpc.newBlockingStub(channel)
+    return IdemGrpc.newBlockingStub(calls)
         .withDeadlineAfter(10, TimeUnit.SECONDS)
         .configure(request);
   }
 
   /** Sends an Auth RPC (a read or change of access control) and returns the reply. */
   public AuthReply auth(AuthRequest request) {
-    return IdemGrpc.newBlockingStub(channel).withDeadlineAfter(10, TimeUnit.SECONDS).auth(request);
+    return IdemGrpc.newBlockingStub(calls).withDeadlineAfter(10, TimeUnit.SECONDS).auth(request);
   }
 
   /** Sends a ChangeMembers RPC and returns the reply. */
   public ChangeMembersReply changeMembers(ChangeMembersRequest request) {
-    return IdemGrpc.newBlockingStub(channel)
+    return IdemGrpc.newBlockingStub(calls)
         .withDeadlineAfter(30, TimeUnit.SECONDS)
         .changeMembers(request);
   }
 
   /** Sends a Get RPC (a linearizable read) and returns the reply. */
   public GetReply get(String key) {
-    return IdemGrpc.newBlockingStub(channel)
+    return IdemGrpc.newBlockingStub(calls)
         .withDeadlineAfter(10, TimeUnit.SECONDS)
         .get(GetRequest.newBuilder().setKey(key).build());
   }
 
   /** Sends a GetKey RPC (a read of an idempotency key's record) and returns the reply. */
   public GetKeyReply getKey(String scope, String key) {
-    return IdemGrpc.newBlockingStub(channel)
+    return IdemGrpc.newBlockingStub(calls)
         .withDeadlineAfter(10, TimeUnit.SECONDS)
         .getKey(GetKeyRequest.newBuilder().setScope(scope).setKey(key).build());
   }
 
   /** Sends a Status RPC and returns the reply. */
   public StatusReply status() {
-    return IdemGrpc.newBlockingStub(channel)
+    return IdemGrpc.newBlockingStub(calls)
         .withDeadlineAfter(10, TimeUnit.SECONDS)
         .status(StatusRequest.getDefaultInstance());
   }
@@ -165,7 +188,7 @@ public final class RawSession implements AutoCloseable {
     CountDownLatch streamEnded = new CountDownLatch(1);
     ended = streamEnded;
     stream =
-        IdemGrpc.newStub(channel)
+        IdemGrpc.newStub(calls)
             .session(
                 new StreamObserver<>() {
                   @Override

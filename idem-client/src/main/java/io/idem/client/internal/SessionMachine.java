@@ -226,6 +226,9 @@ public final class SessionMachine {
   @SuppressWarnings("NullAway.Init") // startRegistration sets it before any use
   private RegisterRequest registerRequest;
 
+  /** The metadata group's identity this session registers under, or null. */
+  private final @Nullable Given given;
+
   // The connection.
   private int serverIndex;
   private String leaderHint = "";
@@ -261,6 +264,22 @@ public final class SessionMachine {
    * without a deadline; call {@link #start} to send them.
    */
   public SessionMachine(Settings settings, LongSupplier nonces, Recovery recovery) {
+    this(settings, nonces, recovery, null);
+  }
+
+  /**
+   * The identity a data group's session registers under, in a cluster of several Raft groups: the
+   * id and secret of the client's session in the metadata group, and this instance's epoch there.
+   */
+  public record Given(long clientId, long epoch, long secretHi, long secretLo) {}
+
+  /**
+   * A machine for a data group's session of a cluster of several groups, which registers under
+   * {@code given} ({@code null}: as a session of its own).
+   */
+  public SessionMachine(
+      Settings settings, LongSupplier nonces, Recovery recovery, @Nullable Given given) {
+    this.given = given;
     this.settings = settings;
     this.nonces = nonces;
     this.window = settings.window();
@@ -287,6 +306,17 @@ public final class SessionMachine {
   public void start(long now) {
     progressAt = now;
     if (!outstanding.isEmpty() && state == State.IDLE) {
+      startRegistration();
+    }
+  }
+
+  /**
+   * Registers now rather than on the first call: a metadata group's session, which carries no call,
+   * gives the client its id this way.
+   */
+  public void connect(long now) {
+    progressAt = now;
+    if (state == State.IDLE) {
       startRegistration();
     }
   }
@@ -669,8 +699,22 @@ public final class SessionMachine {
         req.setName(settings.name());
       }
     }
+    if (given != null) {
+      // A data group's session: the metadata group's id and secret, this instance's epoch, and
+      // numbers above every one this client used in the group (an expired session's included).
+      req.setClientId(given.clientId())
+          .setEpoch(given.epoch())
+          .setSecretHi(given.secretHi())
+          .setSecretLo(given.secretLo())
+          .setFirstSeq(nextSeq);
+    }
     registerRequest = req.setNonce(nonce).build();
     effects.add(new Effect.Register(nonce, currentAddress(), registerRequest));
+  }
+
+  /** The session's secret {hi, lo}, once registered (zeros before). */
+  public long[] secret() {
+    return new long[] {secretHi, secretLo};
   }
 
   private long nextNonce() {
@@ -688,7 +732,7 @@ public final class SessionMachine {
     secretLo = reply.getSecretLo();
     window = reply.getWindow() > 0 ? Math.min(settings.window(), reply.getWindow()) : window;
     limits = reply.hasLimits() ? reply.getLimits() : null;
-    if (registerRequest.getResume()) {
+    if (registerRequest.getResume() || given != null) {
       nextSeq = Math.max(nextSeq, reply.getNextSeq());
     } else {
       nextSeq = reply.getNextSeq();
