@@ -38,13 +38,21 @@ import picocli.CommandLine.Spec;
     })
 final class AuthCommand {
 
-  /** Sends {@code request} to the leader, prints the access control after it; the exit code. */
+  /**
+   * Sends {@code request} to the leader (of every group, for a change), prints the access control
+   * after it; the exit code.
+   */
   static int run(ClientOptions options, CommandSpec spec, AuthRequest request)
       throws InterruptedException {
+    LeaderCall<AuthReply> call =
+        new LeaderCall<>(
+            (stub, left) -> stub.auth(request), AuthReply::getCode, AuthReply::getLeaderHint);
+    // A change goes to every Raft group (each holds the access control it decides by); a read to
+    // one.
     AuthReply reply =
-        new LeaderCall<AuthReply>(
-                (stub, left) -> stub.auth(request), AuthReply::getCode, AuthReply::getLeaderHint)
-            .send(options);
+        request.getChangeCase() == AuthRequest.ChangeCase.CHANGE_NOT_SET
+            ? call.send(options)
+            : call.sendToEveryGroup(options);
     if (reply.getCode() != Code.OK) {
       spec.commandLine().getErr().println("idem: " + reply.getCode() + ": " + reply.getMessage());
       return 1;

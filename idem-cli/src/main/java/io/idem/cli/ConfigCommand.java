@@ -283,15 +283,16 @@ final class ConfigCommand {
     }
 
     /**
-     * Sends the change to the leader ({@link LeaderCall}). Trying again after a lost reply is safe:
-     * the change sets values, so applying it twice leaves the same configuration.
+     * Sends the change to the leader of every group ({@link LeaderCall#sendToEveryGroup}). Trying
+     * again after a lost reply is safe: the change sets values, so applying it twice leaves the
+     * same configuration.
      */
     private ConfigureReply send(ConfigureRequest request) throws InterruptedException {
       return new LeaderCall<ConfigureReply>(
               (stub, left) -> stub.configure(request),
               ConfigureReply::getCode,
               ConfigureReply::getLeaderHint)
-          .send(options);
+          .sendToEveryGroup(options);
     }
   }
 

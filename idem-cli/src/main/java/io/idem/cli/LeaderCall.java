@@ -57,6 +57,84 @@ final class LeaderCall<R> {
    * @throws IllegalStateException if no leader answered within the timeout
    */
   R send(ClientOptions options) throws InterruptedException {
+    return send(options, -1);
+  }
+
+  /**
+   * Sends the call to every Raft group of the cluster, the metadata group first, each to its
+   * leader: a configuration or access-control change is replicated state of every group, which each
+   * applies at its own log position. Stops at the first group that does not answer OK, and says
+   * which groups took the change (run the command again: a change set twice is the same change). In
+   * a cluster of one group, {@link #send(ClientOptions)}.
+   *
+   * @return the reply of group 1 (the only one, or the first data group), or the first that was not
+   *     OK
+   */
+  R sendToEveryGroup(ClientOptions options) throws InterruptedException {
+    int groups = groupCount(options);
+    if (groups <= 1) {
+      return send(options);
+    }
+    R first = null;
+    for (int g = 0; g <= groups; g++) {
+      R reply = send(options, g);
+      if (code.apply(reply) != Code.OK) {
+        if (g > 0) {
+          System.err.println(
+              "idem: the change was applied in groups 0 to "
+                  + (g - 1)
+                  + " and refused in group "
+                  + g
+                  + "; groups "
+                  + g
+                  + " to "
+                  + groups
+                  + " do not have it");
+        }
+        return reply;
+      }
+      if (g == 1) {
+        first = reply;
+      }
+    }
+    return first;
+  }
+
+  /** The Status of {@code address} (as group 1 sees it, with every hosted group's line). */
+  static io.idem.proto.StatusReply status(ClientOptions options, String address) {
+    ManagedChannel channel = open(address, options.tls());
+    try {
+      return IdemGrpc.newBlockingStub(channel)
+          .withDeadlineAfter(options.timeout.toNanos(), TimeUnit.NANOSECONDS)
+          .status(io.idem.proto.StatusRequest.getDefaultInstance());
+    } finally {
+      channel.shutdownNow();
+    }
+  }
+
+  /** The number of data groups, from the first server that answers a Status; 1 if none does. */
+  private static int groupCount(ClientOptions options) {
+    for (String address : servers(options)) {
+      ManagedChannel channel = open(address, options.tls());
+      try {
+        return Math.max(
+            1,
+            IdemGrpc.newBlockingStub(channel)
+                .withDeadlineAfter(options.timeout.toNanos(), TimeUnit.NANOSECONDS)
+                .status(io.idem.proto.StatusRequest.getDefaultInstance())
+                .getMap()
+                .getGroupCount());
+      } catch (StatusRuntimeException e) {
+        // the next server
+      } finally {
+        channel.shutdownNow();
+      }
+    }
+    return 1;
+  }
+
+  /** {@link #send(ClientOptions)} to group {@code group}'s leader (-1: no group named). */
+  R send(ClientOptions options, int group) throws InterruptedException {
     List<String> servers = servers(options);
     long deadline = System.nanoTime() + options.timeout.toNanos();
     int next = 0;
@@ -71,7 +149,8 @@ final class LeaderCall<R> {
       try {
         reply =
             call.apply(
-                IdemGrpc.newBlockingStub(channel).withDeadlineAfter(left, TimeUnit.NANOSECONDS),
+                inGroup(IdemGrpc.newBlockingStub(channel), group)
+                    .withDeadlineAfter(left, TimeUnit.NANOSECONDS),
                 left);
       } catch (StatusRuntimeException e) {
         lastFailure = address + ": " + Errors.oneLine(e);
@@ -97,6 +176,17 @@ final class LeaderCall<R> {
     }
     throw new IllegalStateException(
         "no leader answered within " + options.timeout + " (" + lastFailure + ")");
+  }
+
+  private static IdemGrpc.IdemBlockingStub inGroup(IdemGrpc.IdemBlockingStub stub, int group) {
+    if (group < 0) {
+      return stub;
+    }
+    io.grpc.Metadata headers = new io.grpc.Metadata();
+    headers.put(
+        io.grpc.Metadata.Key.of("idem-group", io.grpc.Metadata.ASCII_STRING_MARSHALLER),
+        Integer.toString(group));
+    return stub.withInterceptors(io.grpc.stub.MetadataUtils.newAttachHeadersInterceptor(headers));
   }
 
   static List<String> servers(ClientOptions options) {

@@ -237,6 +237,16 @@ public final class ServerCommand implements Callable<Integer> {
   long snapshotEvery;
 
   @Option(
+      names = "--groups",
+      defaultValue = "1",
+      description =
+          "Data groups: Raft groups the keyspace's 64 partitions are spread over, each with its own"
+              + " log, snapshots and leader; above 1 every node also hosts the metadata group."
+              + " Set when the cluster is created, the same on every node; a data directory made"
+              + " with another number is refused. Default: ${DEFAULT-VALUE}.")
+  int groups;
+
+  @Option(
       names = "--entries-in-flight",
       defaultValue = "1",
       description =
@@ -375,6 +385,7 @@ public final class ServerCommand implements Callable<Integer> {
         .tickIntervalMs(tickMs)
         .electionTimeoutMs(electionTimeoutMinMs, electionTimeoutMaxMs)
         .snapshotEveryEntries(snapshotEvery)
+        .groups(groups)
         .maxInFlightBatches(entriesInFlight)
         .maxQueuedCommands(maxQueuedCommands)
         .maxQueuedBytes(maxQueuedBytes)

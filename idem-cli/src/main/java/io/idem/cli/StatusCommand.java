@@ -81,6 +81,7 @@ final class StatusCommand implements Callable<Integer> {
         out.printf("%-22s unreachable: %s%n", server.trim(), Errors.oneLine(e));
       }
     }
+    printGroups(out);
     if (any != null) {
       out.print("members:");
       any.members().forEach(m -> out.print(" " + m.id() + "=" + m.clientAddress()));
@@ -115,5 +116,58 @@ final class StatusCommand implements Callable<Integer> {
       return 1;
     }
     return 0;
+  }
+
+  /**
+   * In a cluster of several Raft groups, one line per group and node: its role, leader, term and
+   * applied index as that node sees it.
+   */
+  private void printGroups(PrintWriter out) {
+    boolean header = false;
+    for (String server : options.servers.split(",")) {
+      if (server.isBlank()) {
+        continue;
+      }
+      io.idem.proto.StatusReply s;
+      try {
+        s = LeaderCall.status(options, server.trim());
+      } catch (RuntimeException e) {
+        continue; // the table above says it is unreachable
+      }
+      if (s.getGroupsCount() == 0) {
+        return; // a cluster of one group
+      }
+      String format = "%-6s %-6s %-10s %-8s %6s %10s %9s %8s %12s%n";
+      if (!header) {
+        out.printf(
+            "groups: %d data groups and the metadata group (0); partition map epoch %d%n",
+            s.getMap().getGroupCount(), s.getMap().getEpoch());
+        out.printf(
+            format,
+            "node",
+            "group",
+            "role",
+            "leader",
+            "term",
+            "applied",
+            "sessions",
+            "kv keys",
+            "key records");
+        header = true;
+      }
+      for (io.idem.proto.GroupStatus g : s.getGroupsList()) {
+        out.printf(
+            format,
+            s.getId(),
+            g.getGroup(),
+            g.getRole(),
+            g.getLeaderId().isEmpty() ? "?" : g.getLeaderId(),
+            g.getTerm(),
+            g.getAppliedIndex(),
+            g.getLiveSessions(),
+            g.getKeys(),
+            g.getKeyRecords());
+      }
+    }
   }
 }

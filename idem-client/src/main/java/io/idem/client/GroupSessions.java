@@ -112,8 +112,11 @@ final class GroupSessions {
   }
 
   /**
-   * The cluster's partition map, from the first server that answers a Status within the RPC
-   * timeout; null if none does.
+   * The cluster's partition map, from the first server that answers a Status. Asks every server at
+   * once, each within the RPC timeout, and again while some did not answer in time (a loaded or
+   * partitioned cluster), until the request timeout. Null if every server refused the connection in
+   * one round (nobody listens: the client then starts as in a cluster of one group, connecting
+   * lazily as it always did), or if none answered within the request timeout.
    */
   private static @Nullable PartitionMap probe(ClientSettings settings) {
     IdemTransport t =
@@ -122,43 +125,65 @@ final class GroupSessions {
             : settings.tls() == null
                 ? IdemTransport.create()
                 : IdemTransport.create(settings.tls());
+    long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.requestTimeoutMs());
     try {
-      CompletableFuture<PartitionMap> first = new CompletableFuture<>();
-      AtomicInteger left = new AtomicInteger(settings.servers().size());
-      for (String server : settings.servers()) {
-        Groups.stub(t.connection(server).channel, Groups.NONE)
-            .withDeadlineAfter(settings.rpcTimeoutMs(), TimeUnit.MILLISECONDS)
-            .status(
-                StatusRequest.getDefaultInstance(),
-                new io.grpc.stub.StreamObserver<StatusReply>() {
-                  @Override
-                  public void onNext(StatusReply r) {
-                    first.complete(r.hasMap() ? r.getMap() : null);
-                  }
-
-                  @Override
-                  public void onError(Throwable e) {
-                    if (left.decrementAndGet() == 0) {
-                      first.complete(null);
-                    }
-                  }
-
-                  @Override
-                  public void onCompleted() {}
-                });
+      while (true) {
+        Round round = probeOnce(t, settings);
+        if (round.map != null || round.allRefused || System.nanoTime() - end > 0) {
+          return round.map;
+        }
+        Thread.sleep(100);
       }
-      try {
-        return first.get(settings.rpcTimeoutMs() + 100, TimeUnit.MILLISECONDS);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        return null;
-      } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
-        return null;
-      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return null;
     } finally {
       if (settings.transport() == null) {
         t.close();
       }
+    }
+  }
+
+  /** One round of Status calls: the map if one answered; whether every server refused. */
+  private record Round(@Nullable PartitionMap map, boolean allRefused) {}
+
+  private static Round probeOnce(IdemTransport t, ClientSettings settings)
+      throws InterruptedException {
+    CompletableFuture<PartitionMap> first = new CompletableFuture<>();
+    AtomicInteger left = new AtomicInteger(settings.servers().size());
+    AtomicInteger refused = new AtomicInteger();
+    for (String server : settings.servers()) {
+      Groups.stub(t.connection(server).channel, Groups.NONE)
+          .withDeadlineAfter(settings.rpcTimeoutMs(), TimeUnit.MILLISECONDS)
+          .status(
+              StatusRequest.getDefaultInstance(),
+              new io.grpc.stub.StreamObserver<StatusReply>() {
+                @Override
+                public void onNext(StatusReply r) {
+                  first.complete(
+                      r.hasMap() ? r.getMap() : PartitionMap.newBuilder().setGroupCount(1).build());
+                }
+
+                @Override
+                public void onError(Throwable e) {
+                  if (io.grpc.Status.fromThrowable(e).getCode()
+                      == io.grpc.Status.Code.UNAVAILABLE) {
+                    refused.incrementAndGet();
+                  }
+                  if (left.decrementAndGet() == 0) {
+                    first.complete(null);
+                  }
+                }
+
+                @Override
+                public void onCompleted() {}
+              });
+    }
+    try {
+      PartitionMap map = first.get(settings.rpcTimeoutMs() + 1_000, TimeUnit.MILLISECONDS);
+      return new Round(map, refused.get() == settings.servers().size());
+    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+      return new Round(null, false);
     }
   }
 

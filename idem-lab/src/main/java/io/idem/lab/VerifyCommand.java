@@ -143,6 +143,16 @@ final class VerifyCommand implements Callable<Integer> {
   Duration settle;
 
   @Option(
+      names = "--groups",
+      defaultValue = "1",
+      description =
+          "With --workload kv: run the servers with this many data groups (--groups of idem"
+              + " server), every group's replicas compared at the end; above 1 the node"
+              + " replacement is not among the faults and there is no greedy client. Default:"
+              + " ${DEFAULT-VALUE}.")
+  int groups;
+
+  @Option(
       names = "--auth",
       description =
           "Run the servers with TLS and access control on: client certificates required, the"
@@ -203,12 +213,24 @@ final class VerifyCommand implements Callable<Integer> {
       s = s.withGreedyClients(greedyClients);
     }
     s = s.on(nodes).secured(auth);
+    if (groups != 1) {
+      if (auth) {
+        spec.commandLine().getErr().println("idem: --groups runs without --auth");
+        return 2;
+      }
+      try {
+        s = s.withGroups(groups);
+      } catch (IllegalArgumentException e) {
+        spec.commandLine().getErr().println("idem: " + e.getMessage());
+        return 2;
+      }
+    }
     Path where =
         dir != null ? Files.createDirectories(dir) : Files.createTempDirectory("idem-verify");
     var out = spec.commandLine().getOut();
     out.printf(
-        "campaign: profile %s, seed %d, %d nodes, %s, data and history in %s%n",
-        profile, s.seed(), s.nodes(), s.duration(), where);
+        "campaign: profile %s, seed %d, %d nodes, %d data group%s, %s, data and history in %s%n",
+        profile, s.seed(), s.nodes(), s.groups(), s.groups() == 1 ? "" : "s", s.duration(), where);
     Campaign.Report r = Campaign.run(where, s);
     long ops = r.opsByKind().values().stream().mapToLong(Long::longValue).sum();
     long faults = r.faults().values().stream().mapToLong(Long::longValue).sum();

@@ -63,10 +63,19 @@ public final class Campaign {
       Duration faultEvery,
       boolean atLeastOnce,
       boolean secured,
-      int greedyClients) {
+      int greedyClients,
+      int groups) {
 
     /** Validates the settings. */
     public Settings {
+      if (groups < 1 || groups > io.idem.proto.Partitions.MAX_GROUPS) {
+        throw new IllegalArgumentException("groups must be in [1, 64], got " + groups);
+      }
+      if (groups > 1 && greedyClients > 0) {
+        throw new IllegalArgumentException(
+            "the greedy client registers sessions by hand in a cluster of one group: not with"
+                + " groups");
+      }
       if (nodes != 3 && nodes != 5) {
         throw new IllegalArgumentException("nodes must be 3 or 5, got " + nodes);
       }
@@ -80,6 +89,38 @@ public final class Campaign {
       if (greedyClients < 0 || greedyClients > 1) {
         throw new IllegalArgumentException("greedyClients must be 0 or 1, got " + greedyClients);
       }
+    }
+
+    /** The settings on a cluster of one group. */
+    public Settings(
+        long seed,
+        int nodes,
+        Duration duration,
+        int appendClients,
+        int counterClients,
+        int registerClients,
+        int leaseClients,
+        int clientProcesses,
+        int window,
+        Duration faultEvery,
+        boolean atLeastOnce,
+        boolean secured,
+        int greedyClients) {
+      this(
+          seed,
+          nodes,
+          duration,
+          appendClients,
+          counterClients,
+          registerClients,
+          leaseClients,
+          clientProcesses,
+          window,
+          faultEvery,
+          atLeastOnce,
+          secured,
+          greedyClients,
+          1);
     }
 
     /** The settings without a greedy client. */
@@ -109,7 +150,8 @@ public final class Campaign {
           faultEvery,
           atLeastOnce,
           secured,
-          0);
+          0,
+          1);
     }
 
     /**
@@ -203,7 +245,8 @@ public final class Campaign {
           faultEvery,
           atLeastOnce,
           on,
-          greedyClients);
+          greedyClients,
+          groups);
     }
 
     /**
@@ -225,6 +268,29 @@ public final class Campaign {
           faultEvery,
           atLeastOnce,
           secured,
+          n,
+          groups);
+    }
+
+    /**
+     * The same settings on a cluster of {@code n} data groups ({@code --groups}), without the
+     * greedy client (it registers sessions by hand, as in a cluster of one group).
+     */
+    public Settings withGroups(int n) {
+      return new Settings(
+          seed,
+          nodes,
+          duration,
+          appendClients,
+          counterClients,
+          registerClients,
+          leaseClients,
+          clientProcesses,
+          window,
+          faultEvery,
+          atLeastOnce,
+          secured,
+          n > 1 ? 0 : greedyClients,
           n);
     }
 
@@ -251,7 +317,8 @@ public final class Campaign {
           faultEvery,
           atLeastOnce,
           secured,
-          greedyClients);
+          greedyClients,
+          groups);
     }
   }
 
@@ -287,7 +354,7 @@ public final class Campaign {
   }
 
   private Report run() throws Exception {
-    try (ProcessCluster cl = new ProcessCluster(dir, settings.nodes())) {
+    try (ProcessCluster cl = new ProcessCluster(dir, settings.nodes()).groups(settings.groups())) {
       if (settings.secured()) {
         cl.secure(
             TestCertificates.create(java.nio.file.Files.createDirectories(dir.resolve("certs"))));

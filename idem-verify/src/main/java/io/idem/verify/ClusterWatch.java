@@ -84,13 +84,28 @@ final class ClusterWatch {
    * divergence if the digests there differ; returns the duplicates the leader suppressed.
    */
   long convergence(List<Violation> violations) throws InterruptedException {
+    int groups = cluster.groups();
+    if (groups == 1) {
+      return convergence(violations, -1);
+    }
+    // Every data group's replicas (the metadata group holds only the clients' sessions, and its
+    // log advances by ticks alone, too slowly to reach a common snapshot index here).
+    long duplicates = 0;
+    for (int g = 1; g <= groups; g++) {
+      duplicates += convergence(violations, g);
+    }
+    return duplicates;
+  }
+
+  /** {@link #convergence(List)} of group {@code group} (-1: a cluster of one group). */
+  private long convergence(List<Violation> violations, int group) throws InterruptedException {
     Duration timeout = Duration.ofSeconds(60);
     // A node skips a snapshot index while its writer still writes the one before (under load), so
     // the replicas' last snapshots may sit at different indexes when the run ends, and an idle
     // log advances by a tick every 500 ms only. One-at-a-time writes here take the log across the
     // next multiples, where every node, idle now, snapshots.
     try (IdemClient nudger = client(Duration.ofSeconds(10))) {
-      Digests digests = new Digests(nudger, System.nanoTime() + timeout.toNanos());
+      Digests digests = new Digests(nudger, System.nanoTime() + timeout.toNanos(), group);
       // No pause between polls: the nudges pace them.
       Optional<Long> common = Eventually.within(timeout, Duration.ZERO, digests::commonOrNudge);
       if (common.isEmpty()) {
@@ -98,7 +113,9 @@ final class ClusterWatch {
             new Violation(
                 Violation.Kind.DIVERGENCE,
                 "*",
-                "the replicas reported no digest at a common snapshot index in 60 s"));
+                "the replicas"
+                    + (group < 0 ? "" : " of group " + group)
+                    + " reported no digest at a common snapshot index in 60 s"));
         return digests.duplicates;
       }
       long index = common.get();
@@ -109,7 +126,8 @@ final class ClusterWatch {
               new Violation(
                   Violation.Kind.DIVERGENCE,
                   "*",
-                  "at snapshot index "
+                  (group < 0 ? "" : "group " + group + ": ")
+                      + "at snapshot index "
                       + index
                       + " "
                       + cluster.id(i)
@@ -118,6 +136,16 @@ final class ClusterWatch {
         }
       }
       return digests.duplicates;
+    }
+  }
+
+  /** A key of data group {@code group} of {@code groups}, for the nudges. */
+  static String nudgeKeyOf(int group, int groups) {
+    for (int k = 0; ; k++) {
+      String key = "convergence/nudge-" + k;
+      if (io.idem.proto.Partitions.groupOf(io.idem.proto.Partitions.of(key), groups) == group) {
+        return key;
+      }
     }
   }
 
@@ -132,9 +160,14 @@ final class ClusterWatch {
     private final long deadline;
     private long nudges;
 
-    Digests(IdemClient nudger, long deadline) {
+    private final int group;
+    private final String nudgeKey;
+
+    Digests(IdemClient nudger, long deadline, int group) {
       this.nudger = nudger;
       this.deadline = deadline;
+      this.group = group;
+      this.nudgeKey = group < 0 ? "convergence/nudge" : nudgeKeyOf(group, cluster.groups());
       for (int i = 0; i < cluster.size(); i++) {
         seen.add(new HashMap<>());
       }
@@ -147,7 +180,7 @@ final class ClusterWatch {
      */
     Long commonOrNudge() {
       for (int i = 0; i < cluster.size(); i++) {
-        Optional<StatusReply> s = cluster.status(i);
+        Optional<StatusReply> s = cluster.status(i, group);
         if (s.isPresent()) {
           // The digest is the state's at the node's last snapshot (digest_index: a multiple of
           // the snapshot interval, the same indexes on every replica), not at its applied index.
@@ -170,7 +203,7 @@ final class ClusterWatch {
       }
       for (int k = 0; k < 50 && System.nanoTime() < deadline; k++) {
         try {
-          nudger.put("convergence/nudge", Long.toString(nudges++));
+          nudger.put(nudgeKey, Long.toString(nudges++));
         } catch (RuntimeException e) {
           try {
             Thread.sleep(50); // a fault's aftermath: ask again

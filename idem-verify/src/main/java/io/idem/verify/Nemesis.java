@@ -90,7 +90,10 @@ final class Nemesis {
       kinds.addAll(List.of(Fault.KILL_LEADER, Fault.PAUSE_LEADER, Fault.LOSE_RESPONSES));
     } else {
       for (Fault f : Fault.values()) {
-        if (f != Fault.KILL_CLIENT_PROCESS || !processes.isEmpty()) {
+        // A cluster of several groups changes the members of one group at a time, which `idem
+        // member` (the replacement's tool) does not do: no replacement there.
+        if ((f != Fault.KILL_CLIENT_PROCESS || !processes.isEmpty())
+            && (f != Fault.REPLACE_NODE || settings.groups() == 1)) {
           kinds.add(f);
         }
       }

@@ -58,6 +58,9 @@ public final class ProcessCluster implements AutoCloseable {
   static final String CLIENT_ROLE = "campaign-client";
 
   /** Chooses free loopback ports for {@code n} nodes and starts their proxies; starts no node. */
+  /** The data groups the nodes run with ({@code --groups}). */
+  private int groups = 1;
+
   public ProcessCluster(Path dir, int n) {
     this(dir, n, SNAPSHOT_EVERY);
   }
@@ -391,6 +394,9 @@ public final class ProcessCluster implements AutoCloseable {
                 Integer.toString(snapshotEvery),
                 "--log-segment-bytes",
                 Integer.toString(LOG_SEGMENT_BYTES)));
+    if (groups > 1) {
+      args.addAll(List.of("--groups", Integer.toString(groups)));
+    }
     if (n.joiner && !n.member) {
       args.addAll(
           List.of(
@@ -497,16 +503,45 @@ public final class ProcessCluster implements AutoCloseable {
    * costs no connection and HTTP/2 handshake inside its 1 s on a loaded machine.
    */
   public Optional<StatusReply> status(int i) {
+    return status(i, -1);
+  }
+
+  /**
+   * Node {@code i}'s status as Raft group {@code group} sees it (-1: no group named, group 1), if
+   * it answers within a second.
+   */
+  public Optional<StatusReply> status(int i, int group) {
     ManagedChannel ch = statusChannel(i);
     try {
+      IdemGrpc.IdemBlockingStub stub = IdemGrpc.newBlockingStub(ch);
+      if (group >= 0) {
+        io.grpc.Metadata headers = new io.grpc.Metadata();
+        headers.put(
+            io.grpc.Metadata.Key.of("idem-group", io.grpc.Metadata.ASCII_STRING_MARSHALLER),
+            Integer.toString(group));
+        stub =
+            stub.withInterceptors(io.grpc.stub.MetadataUtils.newAttachHeadersInterceptor(headers));
+      }
       return Optional.of(
-          IdemGrpc.newBlockingStub(ch)
-              .withDeadlineAfter(1, TimeUnit.SECONDS)
-              .status(StatusRequest.getDefaultInstance()));
+          stub.withDeadlineAfter(1, TimeUnit.SECONDS).status(StatusRequest.getDefaultInstance()));
     } catch (RuntimeException e) {
       dropStatusChannel(i, ch);
       return Optional.empty();
     }
+  }
+
+  /**
+   * Runs the nodes with {@code n} data groups ({@code --groups}); 1 (the default): a cluster of one
+   * group. Before the first start.
+   */
+  public synchronized ProcessCluster groups(int n) {
+    this.groups = n;
+    return this;
+  }
+
+  /** The number of data groups the nodes run with. */
+  public synchronized int groups() {
+    return groups;
   }
 
   private synchronized ManagedChannel statusChannel(int i) {

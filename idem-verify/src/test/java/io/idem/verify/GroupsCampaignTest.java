@@ -1,0 +1,52 @@
+package io.idem.verify;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The campaign on a cluster of eight data groups ({@code idem verify --groups 8}): three server
+ * processes each hosting the metadata group and groups 1 to 8, the ci profile's clients spread over
+ * the groups by their keys, and the ci profile's faults but the node replacement (membership
+ * changes move one group at a time, which the replacement does not do): kill -9 and SIGSTOP of
+ * leaders (of group 1, which each group's leader may share) and followers, wiped leaders rejoining
+ * every group, lost responses, resets, delays, a client process killed and resumed from its
+ * identity files, and partitions between the servers. The checkers judge per key, and so per
+ * partition: exactly-once appends and increments in order, linearizable registers, leases; every
+ * data group's replicas agree.
+ */
+@Tag("slow")
+@Timeout(300)
+class GroupsCampaignTest {
+  static final Duration RUN = Duration.ofSeconds(60);
+
+  @TempDir Path dir;
+
+  @Test
+  void exactlyOnceHoldsInEveryGroupUnderFaults() throws Exception {
+    Campaign.Report r =
+        Campaign.run(
+            dir.resolve("groups"),
+            Campaign.Settings.ci(CampaignTest.seed("campaign, 8 groups"), false)
+                .withGroups(8)
+                .lasting(RUN));
+    System.out.println("campaign with 8 groups " + r);
+    assertThat(r.violations()).isEmpty();
+    assertThat(r.undecidedRegisters()).as("registers the search gave up on").isEmpty();
+    assertThat(r.opsByKind().get(Op.Fn.APPEND)).isPositive();
+    assertThat(r.opsByKind().get(Op.Fn.INCR)).isPositive();
+    assertThat(r.opsByKind().get(Op.Fn.CAS)).isPositive();
+    assertThat(r.opsByKind().get(Op.Fn.GRANT)).isPositive();
+    assertThat(r.faults().keySet())
+        .anyMatch(k -> k.startsWith("kill -9 ") && !k.contains("client"))
+        .anyMatch(k -> k.startsWith("SIGSTOP"))
+        .contains("responses lost")
+        .noneMatch(k -> k.startsWith("replace node"));
+    assertThat(r.faults().keySet().size()).as("kinds of fault: %s", r.faults()).isGreaterThan(6);
+  }
+}
