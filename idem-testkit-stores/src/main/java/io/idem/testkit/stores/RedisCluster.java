@@ -203,6 +203,34 @@ public final class RedisCluster implements AutoCloseable {
   }
 
   /**
+   * SIGSTOP of the node on {@code port}: it stops reading, as a replica on a slow link or a busy
+   * host falls behind; its master queues what it sends it. {@link #resume} undoes it.
+   */
+  public void pause(int port) {
+    signal(port, "-STOP");
+  }
+
+  /** SIGCONT of a node {@link #pause}d. */
+  public void resume(int port) {
+    signal(port, "-CONT");
+  }
+
+  private void signal(int port, String signal) {
+    long pid = node(port).pid();
+    try {
+      Process p = new ProcessBuilder("kill", signal, Long.toString(pid)).start();
+      if (!p.waitFor(10, TimeUnit.SECONDS) || p.exitValue() != 0) {
+        throw new IllegalStateException("kill " + signal + " " + pid + " failed");
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted", e);
+    }
+  }
+
+  /**
    * Kills the master serving {@code slot} and waits until one of its replicas serves the slot and
    * the cluster is healthy again.
    *
