@@ -79,7 +79,7 @@ class RedisClusterFailoverLossTest {
             .prefix(prefix)
             .timeout(Duration.ofSeconds(10));
     if (wait) {
-      b.waitForReplicas(1, Duration.ofSeconds(1));
+      b.waitForReplicas(1, Duration.ofMillis(100));
     }
     try (RedisKeyStore store = b.build()) {
       int slot = RedisCluster.slotOf(store.hashTag());
