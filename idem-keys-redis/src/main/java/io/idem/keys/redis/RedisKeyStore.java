@@ -45,7 +45,8 @@ import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 
 /**
- * The key store on Redis (single node, or a primary found through Sentinel), with Lettuce.
+ * The key store on Redis (single node, a primary found through Sentinel, or Redis Cluster), with
+ * Lettuce.
  *
  * <p><b>One script per transition.</b> Acquire, complete, release and renew each run inside one Lua
  * script ({@code src/main/resources/io/idem/keys/redis/transitions.lua}), so each is atomic and one
@@ -81,9 +82,19 @@ import org.jspecify.annotations.Nullable;
  * owner; this stops a redo by the next owner after a crash between the write and the completion.
  *
  * <p><b>Cluster.</b> Every key of a namespace carries the hash tag {@code {prefix}}, so a namespace
- * lives in one hash slot and a script touches one slot. This class connects with {@link
- * RedisClient}: single node or Sentinel. It is not tested on Redis Cluster; a namespace would not
- * spread over shards there (use several namespaces for that).
+ * lives in one hash slot and a script touches one slot: the counter, the records and every {@link
+ * RedisEffect} share it, and the batcher's scripts never cross slots. On Redis Cluster ({@link
+ * Builder#clusterUri}, {@link Builder#clusterClient}) Lettuce follows MOVED and ASK and the store's
+ * own client refreshes its topology on adaptive triggers; a namespace then lives on one master
+ * (spread load with several namespaces). Tested on a real cluster of six redis-server processes
+ * under kill -9 of a master, CLUSTER FAILOVER and slot moves (docs/KEYS.md, "On Redis Cluster").
+ *
+ * <p><b>Replicas and durability.</b> Redis replicates asynchronously: a completion acknowledged by
+ * a master that dies before its replica has it is lost at failover. {@link
+ * Builder#waitForReplicas} sends {@code WAIT} after each script on the node that ran it, and fails
+ * the script's calls with {@link KeyStoreException} (outcome unknown) when too few replicas
+ * acknowledged. {@link Builder#build()} names a Redis that has neither an AOF nor a replica (a
+ * WARNING, or a refusal with {@link Builder#requireDurability}).
  *
  * <p><b>Errors.</b> A bad argument fails the stage with {@link IllegalArgumentException}. A Redis
  * error, a timeout (the builder's {@link Builder#timeout}) or a lost connection fails it with
