@@ -90,11 +90,11 @@ import org.jspecify.annotations.Nullable;
  * under kill -9 of a master, CLUSTER FAILOVER and slot moves (docs/KEYS.md, "On Redis Cluster").
  *
  * <p><b>Replicas and durability.</b> Redis replicates asynchronously: a completion acknowledged by
- * a master that dies before its replica has it is lost at failover. {@link
- * Builder#waitForReplicas} sends {@code WAIT} after each script on the node that ran it, and fails
- * the script's calls with {@link KeyStoreException} (outcome unknown) when too few replicas
- * acknowledged. {@link Builder#build()} names a Redis that has neither an AOF nor a replica (a
- * WARNING, or a refusal with {@link Builder#requireDurability}).
+ * a master that dies before its replica has it is lost at failover. {@link Builder#waitForReplicas}
+ * sends {@code WAIT} after each script on the node that ran it, and fails the script's calls with
+ * {@link KeyStoreException} (outcome unknown) when too few replicas acknowledged. {@link
+ * Builder#build()} names a Redis that has neither an AOF nor a replica (a WARNING, or a refusal
+ * with {@link Builder#requireDurability}).
  *
  * <p><b>Errors.</b> A bad argument fails the stage with {@link IllegalArgumentException}. A Redis
  * error, a timeout (the builder's {@link Builder#timeout}) or a lost connection fails it with
