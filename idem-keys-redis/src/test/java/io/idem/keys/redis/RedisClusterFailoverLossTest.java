@@ -20,6 +20,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -37,6 +38,7 @@ import org.junit.jupiter.api.io.TempDir;
  * runs it again after the in-progress timeout). Prints a RESULT line per case (docs/KEYS.md, "On
  * Redis Cluster"). With WAIT 1 and one replica per master, nothing acknowledged may be lost.
  */
+@Tag("slow")
 @Timeout(600)
 class RedisClusterFailoverLossTest {
   static final int KEYS = 2000;

@@ -17,6 +17,7 @@ import java.util.UUID;
 import java.util.concurrent.CompletionException;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -25,6 +26,7 @@ import org.junit.jupiter.api.io.TempDir;
  * The store on a Redis Cluster under its faults: answers hold across CLUSTER FAILOVER, a slot move
  * and a kill -9 of the master (with WAIT 1), and WAIT never says yes without its replica.
  */
+@Tag("slow")
 @Timeout(600)
 class RedisClusterFaultsTest {
   static final Duration LONG = Duration.ofMinutes(5);
