@@ -11,7 +11,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The keys campaign on Redis Cluster ({@code idem verify --workload keys --store redis-cluster}),
- * 45 s: payment workers in processes of their own on six private redis-server nodes (three masters
+ * 60 s: payment workers in processes of their own on six private redis-server nodes (three masters
  * with a replica each), the store waiting for one replica after each script, under kill -9 and
  * SIGSTOP of workers, kill -9 of the master serving the payments' slot (its replica takes over),
  * CLUSTER FAILOVER and the slot moved to another master under load. Every payment exactly once: the
@@ -20,7 +20,7 @@ import org.junit.jupiter.api.io.TempDir;
 @Tag("slow")
 @Timeout(300)
 class RedisClusterKeysCampaignTest {
-  static final Duration RUN = Duration.ofSeconds(45);
+  static final Duration RUN = Duration.ofSeconds(60);
 
   @TempDir Path dir;
 
