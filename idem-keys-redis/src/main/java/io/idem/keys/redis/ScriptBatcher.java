@@ -21,6 +21,9 @@ import org.jspecify.annotations.Nullable;
  * costs (the command, the script's set-up, the counter's read and write, reading TIME) once per
  * batch instead of once per transition.
  *
+ * <p>Every call of a store names keys of its namespace, which share one hash slot (the hash tag
+ * {@code {prefix}}): a batch never spans slots, as Redis Cluster requires of a script.
+ *
  * <p>The lock guards only the queue and the count in flight: Lettuce's dispatch and every stage's
  * completion run outside it. A call still waiting when its own stage has already ended (the store's
  * timeout) is dropped, never sent. Thread-safe.
