@@ -67,7 +67,10 @@ final class VerifyCommand implements Callable<Integer> {
       description =
           "With --workload keys: idem (3 server processes; faults: lost responses, kill -9 of the"
               + " leader), redis (the Redis store on a private redis-server with appendfsync"
-              + " always; fault: kill -9 and restart of redis-server), postgres (the PostgreSQL"
+              + " always; fault: kill -9 and restart of redis-server), redis-cluster (the Redis"
+              + " store with WAIT 1 on six private redis-server nodes, 3 masters and 3 replicas;"
+              + " faults: kill -9 of the payments' master, CLUSTER FAILOVER, the slot resharded),"
+              + " postgres (the PostgreSQL"
               + " store's transactional mode on a private PostgreSQL; fault: an immediate shutdown"
               + " and restart), or seed001 (seed 001's"
               + " algorithm on the same redis-server: the negative control, exit 0 only if the"

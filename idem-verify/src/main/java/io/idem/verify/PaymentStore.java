@@ -16,7 +16,7 @@ import java.util.Random;
 interface PaymentStore {
 
   /** The stores {@link #named} knows, in the order the command line lists them. */
-  List<String> NAMES = List.of("idem", "redis", "postgres", "seed001");
+  List<String> NAMES = List.of("idem", "redis", "redis-cluster", "postgres", "seed001");
 
   /**
    * The store called {@code name}.
@@ -26,7 +26,8 @@ interface PaymentStore {
   static PaymentStore named(String name) {
     return switch (name) {
       case "idem" -> new IdemPayments();
-      case "redis" -> new RedisPayments();
+      case "redis" -> new RedisPayments(false);
+      case "redis-cluster" -> new RedisPayments(true);
       case "postgres" -> new PostgresPayments();
       case "seed001" -> new Seed001Payments();
       default ->

@@ -6,10 +6,18 @@ import io.idem.keys.redis.RedisEffect;
 import io.idem.keys.redis.RedisKeyStore;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.Settlement;
+import io.lettuce.core.AbstractRedisClient;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisException;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.api.StatefulConnection;
 import io.lettuce.core.api.StatefulRedisConnection;
-import io.lettuce.core.api.sync.RedisCommands;
+import io.lettuce.core.api.sync.RedisListCommands;
+import io.lettuce.core.api.sync.RedisStringCommands;
+import io.lettuce.core.cluster.ClusterClientOptions;
+import io.lettuce.core.cluster.ClusterTopologyRefreshOptions;
+import io.lettuce.core.cluster.RedisClusterClient;
+import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
 import io.lettuce.core.codec.ByteArrayCodec;
 import io.lettuce.core.codec.RedisCodec;
 import io.lettuce.core.codec.StringCodec;
@@ -17,6 +25,7 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletionException;
@@ -31,6 +40,11 @@ import java.util.function.Supplier;
  * with the completion, under the token that owns the key, or not at all. Redis has no fenced write
  * of its own, so no status record is written.
  *
+ * <p>On Redis Cluster ({@code redis-cluster}: {@link RedisClusterServers}, six nodes, killed
+ * masters, CLUSTER FAILOVER and slot moves) the store waits for one replica after each script
+ * ({@link RedisKeyStore.Builder#waitForReplicas}): an acknowledged completion is on the replica
+ * that takes over. The namespace, its records and its ledger lists share one slot.
+ *
  * <p>The checker reads Redis directly, by the layout docs/KEYS.md documents, not through the store:
  * the record {@code {payments}:k:8:payments:pay-i} (a packed string: its token and response) and
  * the ledger lists.
@@ -39,9 +53,21 @@ final class RedisPayments implements PaymentStore {
   /** The store's namespace (and hash tag). */
   static final String PREFIX = "payments";
 
+  /** On Redis Cluster: the replicas a completion waits for, and how long. */
+  static final int CLUSTER_WAIT_REPLICAS = 1;
+
+  static final Duration CLUSTER_WAIT_TIMEOUT = Duration.ofMillis(500);
+
+  private final boolean cluster;
+
+  /** On one redis-server ({@code redis}), or on Redis Cluster ({@code redis-cluster}). */
+  RedisPayments(boolean cluster) {
+    this.cluster = cluster;
+  }
+
   @Override
   public String name() {
-    return "redis";
+    return cluster ? "redis-cluster" : "redis";
   }
 
   @Override
@@ -51,7 +77,9 @@ final class RedisPayments implements PaymentStore {
 
   @Override
   public Servers start(Path dir) {
-    return RedisServers.start(dir.resolve("redis"));
+    return cluster
+        ? RedisClusterServers.start(dir.resolve("redis-cluster"))
+        : RedisServers.start(dir.resolve("redis"));
   }
 
   @Override
@@ -60,22 +88,60 @@ final class RedisPayments implements PaymentStore {
     Duration timeout = Duration.ofSeconds(settler ? 30 : 2);
     RedisKeyStore store;
     try {
-      store = RedisKeyStore.builder().uri(address).prefix(PREFIX).timeout(timeout).build();
+      RedisKeyStore.Builder b = RedisKeyStore.builder().prefix(PREFIX).timeout(timeout);
+      if (cluster) {
+        b.clusterUri(address.split(","))
+            .waitForReplicas(CLUSTER_WAIT_REPLICAS, CLUSTER_WAIT_TIMEOUT);
+      } else {
+        b.uri(address);
+      }
+      store = b.build();
     } catch (KeyStoreException e) {
       throw new PaymentBackend.Unavailable("cannot connect to " + address, e);
     }
-    RedisClient reader = RedisClient.create(address);
+    AbstractRedisClient readerClient = null;
     try {
-      return new Backend(
-          store,
-          reader,
-          reader.connect(),
-          reader.connect(RedisCodec.of(StringCodec.UTF8, ByteArrayCodec.INSTANCE)));
+      RedisCodec<String, byte[]> binary = RedisCodec.of(StringCodec.UTF8, ByteArrayCodec.INSTANCE);
+      if (cluster) {
+        RedisClusterClient c = clusterReader(address);
+        readerClient = c;
+        StatefulRedisClusterConnection<String, String> text = c.connect();
+        StatefulRedisClusterConnection<String, byte[]> records = c.connect(binary);
+        return new Backend(store, c, text, records, text.sync(), records.sync());
+      }
+      RedisClient c = RedisClient.create(address);
+      readerClient = c;
+      StatefulRedisConnection<String, String> text = c.connect();
+      StatefulRedisConnection<String, byte[]> records = c.connect(binary);
+      return new Backend(store, c, text, records, text.sync(), records.sync());
     } catch (RuntimeException e) {
-      reader.shutdown(Duration.ZERO, Duration.ofSeconds(2));
+      if (readerClient != null) {
+        readerClient.shutdown(Duration.ZERO, Duration.ofSeconds(2));
+      }
       store.close();
       throw new PaymentBackend.Unavailable("cannot connect to " + address, e);
     }
+  }
+
+  /** The checker's own cluster client: it follows MOVED and learns of failovers. */
+  @SuppressWarnings("deprecation") // the adaptive triggers: see RedisKeyStore's own cluster client
+  private static RedisClusterClient clusterReader(String address) {
+    List<RedisURI> seeds = new ArrayList<>();
+    for (String seed : address.split(",")) {
+      seeds.add(RedisURI.create(seed));
+    }
+    RedisClusterClient c = RedisClusterClient.create(seeds);
+    c.setOptions(
+        ClusterClientOptions.builder()
+            .topologyRefreshOptions(
+                ClusterTopologyRefreshOptions.builder()
+                    .enablePeriodicRefresh(Duration.ofSeconds(5))
+                    .enableAdaptiveRefreshTrigger(
+                        ClusterTopologyRefreshOptions.RefreshTrigger.MOVED_REDIRECT,
+                        ClusterTopologyRefreshOptions.RefreshTrigger.PERSISTENT_RECONNECTS)
+                    .build())
+            .build());
+    return c;
   }
 
   /** The ledger list of {@code account}, in the namespace. */
@@ -86,19 +152,25 @@ final class RedisPayments implements PaymentStore {
   /** Payments over a {@link RedisKeyStore}; reads for the checker over a connection of its own. */
   private static final class Backend implements PaymentBackend {
     private final RedisKeyStore store;
-    private final RedisClient readerClient;
-    private final StatefulRedisConnection<String, String> reader;
-    private final StatefulRedisConnection<String, byte[]> records; // packed, binary
+    private final AbstractRedisClient readerClient;
+    private final StatefulConnection<String, String> reader;
+    private final StatefulConnection<String, byte[]> records; // packed, binary
+    private final RedisListCommands<String, String> lists;
+    private final RedisStringCommands<String, byte[]> strings;
 
     Backend(
         RedisKeyStore store,
-        RedisClient readerClient,
-        StatefulRedisConnection<String, String> reader,
-        StatefulRedisConnection<String, byte[]> records) {
+        AbstractRedisClient readerClient,
+        StatefulConnection<String, String> reader,
+        StatefulConnection<String, byte[]> records,
+        RedisListCommands<String, String> lists,
+        RedisStringCommands<String, byte[]> strings) {
       this.store = store;
       this.readerClient = readerClient;
       this.reader = reader;
       this.records = records;
+      this.lists = lists;
+      this.strings = strings;
     }
 
     @Override
@@ -148,13 +220,9 @@ final class RedisPayments implements PaymentStore {
       }
     }
 
-    private RedisCommands<String, String> redis() {
-      return reader.sync();
-    }
-
     @Override
     public List<String> ledger(int account) {
-      return read(() -> redis().lrange(ledgerKey(account), 0, -1));
+      return read(() -> lists.lrange(ledgerKey(account), 0, -1));
     }
 
     @Override
@@ -169,7 +237,7 @@ final class RedisPayments implements PaymentStore {
               + scope
               + ":"
               + p.key();
-      byte[] packed = read(() -> records.sync().get(record));
+      byte[] packed = read(() -> strings.get(record));
       return packed == null ? Optional.empty() : Optional.of(decode(record, packed));
     }
 

@@ -2,7 +2,7 @@ package io.idem.keys.redis;
 
 import io.lettuce.core.RedisNoScriptException;
 import io.lettuce.core.ScriptOutputType;
-import io.lettuce.core.api.async.RedisAsyncCommands;
+import io.lettuce.core.api.async.RedisScriptingAsyncCommands;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -67,7 +67,7 @@ final class KeyScript {
 
   /** Runs the script: one round trip, or two when the server had to be sent the body. */
   CompletableFuture<List<Object>> run(
-      RedisAsyncCommands<byte[], byte[]> redis, byte[][] keys, byte[]... args) {
+      RedisScriptingAsyncCommands<byte[], byte[]> redis, byte[][] keys, byte[]... args) {
     CompletableFuture<List<Object>> bySha =
         redis.<List<Object>>evalsha(sha1, ScriptOutputType.MULTI, keys, args).toCompletableFuture();
     return bySha.exceptionallyCompose(

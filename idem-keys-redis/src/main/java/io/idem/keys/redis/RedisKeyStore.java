@@ -1,5 +1,7 @@
 package io.idem.keys.redis;
 
+import static java.nio.charset.StandardCharsets.UTF_8;
+
 import io.idem.keys.Fingerprint;
 import io.idem.keys.IdempotencyKey;
 import io.idem.keys.KeyStoreException;
@@ -7,18 +9,27 @@ import io.idem.keys.KeyStoreFullException;
 import io.idem.keys.spi.Acquisition;
 import io.idem.keys.spi.KeyStore;
 import io.idem.keys.spi.Settlement;
+import io.lettuce.core.AbstractRedisClient;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisCommandExecutionException;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.SocketOptions;
 import io.lettuce.core.TimeoutOptions;
+import io.lettuce.core.api.StatefulConnection;
 import io.lettuce.core.api.StatefulRedisConnection;
-import io.lettuce.core.api.async.RedisAsyncCommands;
+import io.lettuce.core.api.async.RedisScriptingAsyncCommands;
+import io.lettuce.core.cluster.ClusterClientOptions;
+import io.lettuce.core.cluster.ClusterTopologyRefreshOptions;
+import io.lettuce.core.cluster.RedisClusterClient;
+import io.lettuce.core.cluster.SlotHash;
+import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
+import io.lettuce.core.cluster.models.partitions.RedisClusterNode;
 import io.lettuce.core.codec.ByteArrayCodec;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Base64;
 import java.util.List;
 import java.util.Objects;
@@ -34,7 +45,8 @@ import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 
 /**
- * The key store on Redis (single node, or a primary found through Sentinel), with Lettuce.
+ * The key store on Redis (single node, a primary found through Sentinel, or Redis Cluster), with
+ * Lettuce.
  *
  * <p><b>One script per transition.</b> Acquire, complete, release and renew each run inside one Lua
  * script ({@code src/main/resources/io/idem/keys/redis/transitions.lua}), so each is atomic and one
@@ -70,9 +82,19 @@ import org.jspecify.annotations.Nullable;
  * owner; this stops a redo by the next owner after a crash between the write and the completion.
  *
  * <p><b>Cluster.</b> Every key of a namespace carries the hash tag {@code {prefix}}, so a namespace
- * lives in one hash slot and a script touches one slot. This class connects with {@link
- * RedisClient}: single node or Sentinel. It is not tested on Redis Cluster; a namespace would not
- * spread over shards there (use several namespaces for that).
+ * lives in one hash slot and a script touches one slot: the counter, the records and every {@link
+ * RedisEffect} share it, and the batcher's scripts never cross slots. On Redis Cluster ({@link
+ * Builder#clusterUri}, {@link Builder#clusterClient}) Lettuce follows MOVED and ASK and the store's
+ * own client refreshes its topology on adaptive triggers; a namespace then lives on one master
+ * (spread load with several namespaces). Tested on a real cluster of six redis-server processes
+ * under kill -9 of a master, CLUSTER FAILOVER and slot moves (docs/KEYS.md, "On Redis Cluster").
+ *
+ * <p><b>Replicas and durability.</b> Redis replicates asynchronously: a completion acknowledged by
+ * a master that dies before its replica has it is lost at failover. {@link Builder#waitForReplicas}
+ * sends {@code WAIT} after each script on the node that ran it, and fails the script's calls with
+ * {@link KeyStoreException} (outcome unknown) when too few replicas acknowledged. {@link
+ * Builder#build()} names a Redis that has neither an AOF nor a replica (a WARNING, or a refusal
+ * with {@link Builder#requireDurability}).
  *
  * <p><b>Errors.</b> A bad argument fails the stage with {@link IllegalArgumentException}. A Redis
  * error, a timeout (the builder's {@link Builder#timeout}) or a lost connection fails it with
@@ -111,9 +133,19 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
   /** The longest {@link Builder#prefix}, in characters. */
   public static final int MAX_PREFIX_CHARS = 128;
 
-  private final StatefulRedisConnection<byte[], byte[]> connection;
-  private final RedisAsyncCommands<byte[], byte[]> redis;
-  private final @Nullable RedisClient ownedClient;
+  /** Default {@link Builder#waitForReplicas}: 0, no WAIT. */
+  public static final int DEFAULT_WAIT_REPLICAS = 0;
+
+  /**
+   * How often a cluster client the store creates ({@link Builder#clusterUri}) reads the topology
+   * anew, besides the adaptive refreshes that MOVED, ASK and lost connections trigger.
+   */
+  public static final Duration CLUSTER_TOPOLOGY_REFRESH = Duration.ofSeconds(10);
+
+  private static final System.Logger LOG = System.getLogger(RedisKeyStore.class.getName());
+
+  private final StatefulConnection<byte[], byte[]> connection;
+  private final @Nullable AbstractRedisClient ownedClient;
   private final ScriptCodec codec;
   private final Duration timeout;
   private volatile boolean closed;
@@ -125,10 +157,11 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
 
   private RedisKeyStore(
       Builder b,
-      @Nullable RedisClient ownedClient,
-      StatefulRedisConnection<byte[], byte[]> connection) {
+      @Nullable AbstractRedisClient ownedClient,
+      StatefulConnection<byte[], byte[]> connection,
+      RedisScriptingAsyncCommands<byte[], byte[]> redis,
+      ScriptBatcher.@Nullable AfterScript after) {
     this.connection = connection;
-    this.redis = connection.async();
     this.ownedClient = ownedClient;
     this.codec = new ScriptCodec(b.prefix, b.maxResponseBytes);
     this.timeout = b.timeout;
@@ -136,7 +169,8 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
     byte[] nonce = new byte[16];
     new SecureRandom().nextBytes(nonce);
     this.attemptPrefix = Base64.getUrlEncoder().withoutPadding().encodeToString(nonce) + ":";
-    this.batcher = new ScriptBatcher(redis, codec.counterKey(), b.maxBatch, b.timeout.toNanos());
+    this.batcher =
+        new ScriptBatcher(redis, codec.counterKey(), b.maxBatch, b.timeout.toNanos(), after);
     this.recovery = new AcquireRecovery(batcher, timeout, () -> closed, this::release);
   }
 
@@ -409,6 +443,14 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
     if (t instanceof KeyStoreException || t instanceof RedisEffectRefusedException) {
       return (RuntimeException) t; // a definite refusal stays one
     }
+    if (t instanceof ReplicaWait.ReplicasBehindException) {
+      return new KeyStoreException(
+          key,
+          "the transition ran, but not on enough replicas: the outcome is unknown (a failover"
+              + " may lose it): "
+              + t.getMessage(),
+          t);
+    }
     if (t instanceof TimeoutException) {
       return new KeyStoreException(key, "Redis did not answer within " + timeout, t);
     }
@@ -427,6 +469,11 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
   public static final class Builder {
     private @Nullable RedisClient client;
     private @Nullable RedisURI uri;
+    private @Nullable RedisClusterClient clusterClient;
+    private @Nullable List<RedisURI> clusterUris;
+    private int waitReplicas = DEFAULT_WAIT_REPLICAS;
+    private Duration waitTimeout = Duration.ZERO;
+    private boolean requireDurability;
     private String prefix = DEFAULT_PREFIX;
     private Duration timeout = DEFAULT_TIMEOUT;
     private int maxResponseBytes = DEFAULT_MAX_RESPONSE_BYTES;
@@ -468,6 +515,78 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
         throw new IllegalArgumentException("uri must not be null");
       }
       this.uri = uri;
+      return this;
+    }
+
+    /**
+     * Connect to Redis Cluster with {@code client}, which stays the caller's. Lettuce follows MOVED
+     * and ASK; give the client {@link ClusterTopologyRefreshOptions} with adaptive triggers so that
+     * it learns of a failover soon (the store's own client, {@link #clusterUri}, has them).
+     */
+    public Builder clusterClient(RedisClusterClient client) {
+      if (client == null) {
+        throw new IllegalArgumentException("clusterClient must not be null");
+      }
+      this.clusterClient = client;
+      return this;
+    }
+
+    /**
+     * Connect to Redis Cluster through {@code seeds} ({@code redis://host:port}, one or more nodes)
+     * with a client the store creates, owns and shuts down on close: it follows MOVED and ASK,
+     * reads the topology again on every adaptive trigger (MOVED, ASK, lost connections) and every
+     * {@link #CLUSTER_TOPOLOGY_REFRESH}, and fails calls with {@link KeyStoreException} while a
+     * node is disconnected instead of queueing them.
+     */
+    public Builder clusterUri(String... seeds) {
+      if (seeds == null || seeds.length == 0) {
+        throw new IllegalArgumentException("clusterUri needs at least one seed node");
+      }
+      List<RedisURI> out = new ArrayList<>();
+      for (String seed : seeds) {
+        try {
+          out.add(RedisURI.create(seed));
+        } catch (RuntimeException e) {
+          throw new IllegalArgumentException("not a Redis URI: " + seed, e);
+        }
+      }
+      this.clusterUris = List.copyOf(out);
+      return this;
+    }
+
+    /**
+     * After each script, {@code WAIT replicas timeout} on the node that ran it: a call is answered
+     * only once its writes are on {@code replicas} replicas, and if fewer acknowledged in {@code
+     * timeout} it fails with {@link KeyStoreException}, its outcome unknown (the write happened on
+     * the master, and a failover may lose it), never with a yes. Redis replication is asynchronous:
+     * without this, a completion acknowledged by a master that dies before its replica received it
+     * is lost when the replica takes over, and its retry runs the business step again. WAIT does
+     * not make Redis a consensus system (a failover may still elect a replica that did not
+     * acknowledge, when a master has several), but with one replica per master, as in a usual
+     * cluster, an acknowledged completion survives the master's loss. Default 0: no WAIT. {@code
+     * timeout} must be shorter than {@link #timeout}.
+     */
+    public Builder waitForReplicas(int replicas, Duration timeout) {
+      if (replicas < 0) {
+        throw new IllegalArgumentException("replicas must be at least 0, got " + replicas);
+      }
+      if (timeout == null || (replicas > 0 && timeout.toMillis() < 1)) {
+        throw new IllegalArgumentException(
+            "the WAIT timeout must be at least 1 ms, got " + timeout);
+      }
+      this.waitReplicas = replicas;
+      this.waitTimeout = timeout;
+      return this;
+    }
+
+    /**
+     * Whether {@link #build()} refuses a Redis that cannot keep an acknowledged write through a
+     * kill -9: no AOF and no connected replica (on Redis Cluster: any master so). Default false:
+     * such a Redis is logged as a WARNING and used. Either way, a server whose CONFIG and INFO
+     * cannot be read is logged as a WARNING, not refused.
+     */
+    public Builder requireDurability(boolean require) {
+      this.requireDurability = require;
       return this;
     }
 
@@ -535,27 +654,155 @@ public final class RedisKeyStore implements KeyStore<RedisEffect>, AutoCloseable
     }
 
     /**
-     * Connects (this blocks up to the timeout) and returns the store.
+     * Connects (this blocks up to the timeout), checks that Redis can keep an acknowledged write
+     * (see {@link #requireDurability}) and returns the store.
      *
-     * @throws IllegalArgumentException if neither or both of a client and a URI were given
-     * @throws KeyStoreException if Redis cannot be reached
+     * @throws IllegalArgumentException if not exactly one of a client, a URI, a cluster client and
+     *     cluster URIs was given, or the WAIT timeout is not shorter than the timeout
+     * @throws KeyStoreException if Redis cannot be reached, or it cannot keep an acknowledged write
+     *     and {@link #requireDurability} is set
      */
     public RedisKeyStore build() {
-      if ((client == null) == (uri == null)) {
-        throw new IllegalArgumentException("give exactly one of client(...) and uri(...)");
+      int given =
+          (client == null ? 0 : 1)
+              + (uri == null ? 0 : 1)
+              + (clusterClient == null ? 0 : 1)
+              + (clusterUris == null ? 0 : 1);
+      if (given != 1) {
+        throw new IllegalArgumentException(
+            "give exactly one of client(...), uri(...), clusterClient(...) and clusterUri(...)");
       }
+      if (waitReplicas > 0 && waitTimeout.compareTo(timeout) >= 0) {
+        throw new IllegalArgumentException(
+            "the WAIT timeout " + waitTimeout + " must be shorter than the timeout " + timeout);
+      }
+      return clusterClient != null || clusterUris != null ? buildCluster() : buildSingle();
+    }
+
+    private RedisKeyStore buildSingle() {
       RedisClient owned = client == null ? ownedClient() : null;
+      StatefulRedisConnection<byte[], byte[]> c = null;
       try {
-        StatefulRedisConnection<byte[], byte[]> c =
+        c =
             (owned != null ? owned : Objects.requireNonNull(client, "client or uri"))
                 .connect(ByteArrayCodec.INSTANCE);
-        return new RedisKeyStore(this, owned, c);
+        checkDurability(List.of(DurabilityProbe.probe("redis", c.sync())));
+        ReplicaWait after =
+            waitReplicas > 0 ? ReplicaWait.single(waitReplicas, waitTimeout, c.async()) : null;
+        return new RedisKeyStore(this, owned, c, c.async(), after);
       } catch (RuntimeException e) {
-        if (owned != null) {
-          owned.shutdown(Duration.ZERO, Duration.ofSeconds(2));
-        }
-        throw new KeyStoreException(null, "cannot connect to Redis: " + e.getMessage(), e);
+        throw failed(e, c, owned);
       }
+    }
+
+    private RedisKeyStore buildCluster() {
+      RedisClusterClient owned = clusterClient == null ? ownedClusterClient() : null;
+      StatefulRedisClusterConnection<byte[], byte[]> c = null;
+      try {
+        c =
+            (owned != null ? owned : Objects.requireNonNull(clusterClient, "cluster client"))
+                .connect(ByteArrayCodec.INSTANCE);
+        List<DurabilityProbe.Finding> findings = new ArrayList<>();
+        for (RedisClusterNode node : c.getPartitions()) {
+          if (node.is(RedisClusterNode.NodeFlag.UPSTREAM) && !node.getSlots().isEmpty()) {
+            findings.add(
+                DurabilityProbe.probe(
+                    "master " + node.getUri().getHost() + ":" + node.getUri().getPort(),
+                    c.getConnection(node.getNodeId()).sync()));
+          }
+        }
+        checkDurability(findings);
+        // The connection to the namespace's master opens now: Lettuce opens a node's connection
+        // at its first command, and with REJECT_COMMANDS that first command can fail while the
+        // connection is still being set up.
+        RedisClusterNode home =
+            c.getPartitions()
+                .getMasterBySlot(SlotHash.getSlot(("{" + prefix + "}").getBytes(UTF_8)));
+        if (home != null) {
+          c.getConnection(home.getUri().getHost(), home.getUri().getPort());
+        }
+        ReplicaWait after =
+            waitReplicas > 0 ? ReplicaWait.cluster(waitReplicas, waitTimeout, c) : null;
+        return new RedisKeyStore(this, owned, c, c.async(), after);
+      } catch (RuntimeException e) {
+        throw failed(e, c, owned);
+      }
+    }
+
+    private void checkDurability(List<DurabilityProbe.Finding> findings) {
+      List<String> volatileNodes = new ArrayList<>();
+      List<String> unknown = new ArrayList<>();
+      for (DurabilityProbe.Finding f : findings) {
+        if (f.isVolatile()) {
+          volatileNodes.add(f.describe());
+        } else if (!f.durable()) {
+          unknown.add(f.describe());
+        }
+      }
+      if (!volatileNodes.isEmpty()) {
+        String message =
+            "Redis cannot keep an acknowledged write through a crash (no AOF, no replica): "
+                + String.join("; ", volatileNodes)
+                + ". A kill -9 loses the completions since the last snapshot, and their retries"
+                + " run the business step again (docs/KEYS.md, \"Redis store\")";
+        if (requireDurability) {
+          throw new KeyStoreException(null, message + "; refused (requireDurability)", null);
+        }
+        LOG.log(System.Logger.Level.WARNING, message);
+      }
+      if (!unknown.isEmpty()) {
+        LOG.log(
+            System.Logger.Level.WARNING,
+            "cannot tell whether Redis keeps an acknowledged write through a crash: "
+                + String.join("; ", unknown));
+      }
+    }
+
+    private static KeyStoreException failed(
+        RuntimeException e,
+        @Nullable StatefulConnection<byte[], byte[]> c,
+        @Nullable AbstractRedisClient owned) {
+      if (c != null) {
+        c.close();
+      }
+      if (owned != null) {
+        owned.shutdown(Duration.ZERO, Duration.ofSeconds(2));
+      }
+      if (e instanceof KeyStoreException k) {
+        return k;
+      }
+      return new KeyStoreException(null, "cannot connect to Redis: " + e.getMessage(), e);
+    }
+
+    // Lettuce 7 marks the adaptive-trigger setters deprecated with no replacement in this builder;
+    // adaptive refresh on MOVED, ASK and reconnects is what finds a failover without waiting.
+    @SuppressWarnings("deprecation")
+    private RedisClusterClient ownedClusterClient() {
+      List<RedisURI> seeds = new ArrayList<>();
+      for (RedisURI u : Objects.requireNonNull(clusterUris, "cluster URIs")) {
+        seeds.add(RedisURI.builder(u).withTimeout(timeout).build());
+      }
+      RedisClusterClient c = RedisClusterClient.create(seeds);
+      c.setOptions(
+          ClusterClientOptions.builder()
+              .autoReconnect(true)
+              .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
+              .socketOptions(SocketOptions.builder().connectTimeout(timeout).build())
+              .timeoutOptions(TimeoutOptions.enabled(timeout))
+              .topologyRefreshOptions(
+                  ClusterTopologyRefreshOptions.builder()
+                      .enablePeriodicRefresh(CLUSTER_TOPOLOGY_REFRESH)
+                      .enableAdaptiveRefreshTrigger(
+                          ClusterTopologyRefreshOptions.RefreshTrigger.MOVED_REDIRECT,
+                          ClusterTopologyRefreshOptions.RefreshTrigger.ASK_REDIRECT,
+                          ClusterTopologyRefreshOptions.RefreshTrigger.PERSISTENT_RECONNECTS,
+                          ClusterTopologyRefreshOptions.RefreshTrigger.UNCOVERED_SLOT,
+                          ClusterTopologyRefreshOptions.RefreshTrigger.UNKNOWN_NODE)
+                      .adaptiveRefreshTriggersTimeout(Duration.ofMillis(500))
+                      .refreshTriggersReconnectAttempts(1)
+                      .build())
+              .build());
+      return c;
     }
 
     private RedisClient ownedClient() {

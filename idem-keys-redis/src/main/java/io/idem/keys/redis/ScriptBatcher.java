@@ -1,7 +1,7 @@
 package io.idem.keys.redis;
 
 import io.lettuce.core.RedisCommandExecutionException;
-import io.lettuce.core.api.async.RedisAsyncCommands;
+import io.lettuce.core.api.async.RedisScriptingAsyncCommands;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -20,6 +20,9 @@ import org.jspecify.annotations.Nullable;
  * one round trip as before; under heavy load one script carries many, and Redis pays its per-call
  * costs (the command, the script's set-up, the counter's read and write, reading TIME) once per
  * batch instead of once per transition.
+ *
+ * <p>Every call of a store names keys of its namespace, which share one hash slot (the hash tag
+ * {@code {prefix}}): a batch never spans slots, as Redis Cluster requires of a script.
  *
  * <p>The lock guards only the queue and the count in flight: Lettuce's dispatch and every stage's
  * completion run outside it. A call still waiting when its own stage has already ended (the store's
@@ -42,7 +45,7 @@ final class ScriptBatcher {
   private static final byte[][] COUNTS = new byte[8][];
 
   static {
-    for (char c : "ACERNS".toCharArray()) {
+    for (char c : "ACERNSI".toCharArray()) {
       CODES[c] = new byte[] {(byte) c};
     }
     for (int i = 0; i < COUNTS.length; i++) {
@@ -84,11 +87,29 @@ final class ScriptBatcher {
   /** A batch as the script takes it. */
   record Encoded(byte[][] keys, byte[][] args) {}
 
-  private final RedisAsyncCommands<byte[], byte[]> redis;
+  /**
+   * What runs after each script and before its calls are answered: the store's WAIT for replicas
+   * ({@link RedisKeyStore.Builder#waitForReplicas}). Its stage fails if the script's writes are not
+   * known to be on enough replicas; every call of the script then fails with it.
+   */
+  interface AfterScript {
+    /** Whether the script must answer the id of the node that ran it (Redis Cluster). */
+    boolean identify();
+
+    /**
+     * Waits for the replicas of the node that ran the script.
+     *
+     * @param nodeId that node's id, if {@link #identify()}; else null
+     */
+    CompletableFuture<Void> await(byte @Nullable [] nodeId);
+  }
+
+  private final RedisScriptingAsyncCommands<byte[], byte[]> redis;
   private final byte[] counterKey;
   private final int maxBatch;
   private final int maxInFlight;
   private final long timeoutNanos;
+  private final @Nullable AfterScript after;
 
   private final Object lock = new Object();
   private final ArrayDeque<Call> waiting = new ArrayDeque<>(); // guarded by lock
@@ -103,13 +124,16 @@ final class ScriptBatcher {
    *     at once, with no limit on those in flight
    * @param timeoutNanos how long a script may take before its calls fail (each call's stage has its
    *     own timeout too; this one frees the script's place in flight)
+   * @param after what runs after each script before its calls are answered; null: nothing
    */
   ScriptBatcher(
-      RedisAsyncCommands<byte[], byte[]> redis,
+      RedisScriptingAsyncCommands<byte[], byte[]> redis,
       byte[] counterKey,
       int maxBatch,
-      long timeoutNanos) {
+      long timeoutNanos,
+      @Nullable AfterScript after) {
     this.redis = redis;
+    this.after = after;
     this.counterKey = counterKey;
     this.maxBatch = maxBatch;
     this.maxInFlight = maxBatch == 1 ? Integer.MAX_VALUE : IN_FLIGHT;
@@ -198,8 +222,12 @@ final class ScriptBatcher {
       sent.add(current.size());
       CompletableFuture<List<Object>> script;
       try {
-        Encoded e = encode(counterKey, current);
+        boolean identify = after != null && after.identify();
+        Encoded e = encode(counterKey, current, identify);
         script = KeyScript.TRANSITIONS.run(redis, e.keys(), e.args());
+        if (after != null) {
+          script = script.thenCompose(reply -> afterScript(after, identify, reply));
+        }
       } catch (Throwable failure) { // whatever it is, the place in flight must be given back
         script = CompletableFuture.failedFuture(failure);
       }
@@ -223,6 +251,26 @@ final class ScriptBatcher {
               });
       return;
     }
+  }
+
+  /**
+   * Runs {@code after} on the script's {@code reply}: the reply without the node's id, once {@code
+   * after} has succeeded.
+   */
+  private static CompletableFuture<List<Object>> afterScript(
+      AfterScript after, boolean identify, List<Object> reply) {
+    byte[] nodeId = null;
+    List<Object> calls = reply;
+    if (identify) {
+      if (reply == null || reply.isEmpty() || !(reply.get(reply.size() - 1) instanceof byte[] id)) {
+        return CompletableFuture.failedFuture(
+            new IllegalStateException("the script did not answer its node's id: " + reply));
+      }
+      nodeId = id;
+      calls = reply.subList(0, reply.size() - 1);
+    }
+    List<Object> answer = calls;
+    return after.await(nodeId).thenApply(v -> answer);
   }
 
   /** A script has answered: its place in flight goes to the next batch, if one waits. */
@@ -276,8 +324,16 @@ final class ScriptBatcher {
 
   /** The script's KEYS and ARGV for {@code batch}, in the layout {@code transitions.lua} reads. */
   static Encoded encode(byte[] counterKey, List<Call> batch) {
+    return encode(counterKey, batch, false);
+  }
+
+  /**
+   * As {@link #encode(byte[], List)}; with {@code identify}, the script also answers, last, the id
+   * of the node that ran it.
+   */
+  static Encoded encode(byte[] counterKey, List<Call> batch, boolean identify) {
     int keys = 1;
-    int args = 0;
+    int args = identify ? 2 : 0;
     for (Call c : batch) {
       keys += c.keys.length;
       args += 2 + c.args.length;
@@ -296,6 +352,10 @@ final class ScriptBatcher {
       for (byte[] arg : c.args) {
         a[ai++] = arg;
       }
+    }
+    if (identify) {
+      a[ai++] = CODES['I'];
+      a[ai] = COUNTS[0];
     }
     return new Encoded(k, a);
   }

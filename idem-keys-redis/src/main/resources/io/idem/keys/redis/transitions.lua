@@ -13,6 +13,8 @@
 --   'R' release:  keys: the record. Arguments: token.
 --   'N' renew:    keys: the record. Arguments: token, extension ms.
 --   'S' show:     keys: the record. No arguments. Reads only.
+--   'I' identify: no keys, no arguments: answers the node's id (CLUSTER MYID), so that a WAIT after
+--                 the script goes to the node that ran it (RedisKeyStore on Redis Cluster).
 -- Answers one reply per transition, in order, as its function below says; or {'X', error} if a
 -- command it ran failed (its writes before the failure stay, as in any script; the transitions
 -- after it still run).
@@ -215,6 +217,7 @@ while at <= n_args do
   elseif code == 'R' then ok = n == 1
   elseif code == 'N' then ok = n == 2
   elseif code == 'S' then ok = n == 0
+  elseif code == 'I' then ok = n == 0; keys_needed = keys_needed - 1
   end
   if not ok or at + 1 + n > n_args then
     return redis.error_reply('ERR malformed batch at argument ' .. at)
@@ -253,6 +256,8 @@ while at <= n_args do
   elseif code == 'N' then
     ok, reply = pcall(renew, KEYS[k], ARGV[a], ARGV[a + 1])
     k = k + 1
+  elseif code == 'I' then
+    ok, reply = pcall(redis.call, 'CLUSTER', 'MYID')
   else
     ok, reply = pcall(show, KEYS[k])
     k = k + 1

@@ -76,13 +76,15 @@ public final class RedisServer implements AutoCloseable {
   private final Path dir;
   private final int port;
   private final Aof aof;
+  private final List<String> extraArgs;
   private Process process;
 
-  private RedisServer(String binary, Path dir, int port, Aof aof) {
+  private RedisServer(String binary, Path dir, int port, Aof aof, List<String> extraArgs) {
     this.binary = binary;
     this.dir = dir;
     this.port = port;
     this.aof = aof;
+    this.extraArgs = List.copyOf(extraArgs);
   }
 
   /**
@@ -100,7 +102,17 @@ public final class RedisServer implements AutoCloseable {
    *     stopped)
    */
   public static RedisServer start(String binary, Path dir, Aof aof) {
-    RedisServer s = new RedisServer(binary, dir, LocalCluster.freePort(), aof);
+    RedisServer s = new RedisServer(binary, dir, LocalCluster.freePort(), aof, List.of());
+    s.launch();
+    return s;
+  }
+
+  /**
+   * Starts {@code binary} on {@code port} with {@code extraArgs} after the usual ones (a node of a
+   * {@link RedisCluster}); waits for PING as {@link #start(String, Path, Aof)} does.
+   */
+  static RedisServer start(String binary, Path dir, int port, Aof aof, List<String> extraArgs) {
+    RedisServer s = new RedisServer(binary, dir, port, aof, extraArgs);
     s.launch();
     return s;
   }
@@ -189,6 +201,7 @@ public final class RedisServer implements AutoCloseable {
     cmd.addAll(List.of("--logfile", dir.resolve("redis.log").toAbsolutePath().toString()));
     cmd.addAll(List.of("--daemonize", "no", "--databases", "1"));
     cmd.addAll(List.of("--appendonly", aof.appendonly, "--appendfsync", aof.appendfsync));
+    cmd.addAll(extraArgs);
     try {
       Files.createDirectories(dir);
       process =
