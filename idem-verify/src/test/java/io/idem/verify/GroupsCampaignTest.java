@@ -48,5 +48,10 @@ class GroupsCampaignTest {
         .contains("responses lost")
         .noneMatch(k -> k.startsWith("replace node"));
     assertThat(r.faults().keySet().size()).as("kinds of fault: %s", r.faults()).isGreaterThan(6);
+    // The client process, which journals a session per group, got answers: a client that took the
+    // cluster for one of a single group would have had every registration refused.
+    assertThat(History.read(r.history()))
+        .as("acknowledged appends of the client process")
+        .anyMatch(o -> o.process().startsWith("w") && o.outcome() == Op.Outcome.OK);
   }
 }
