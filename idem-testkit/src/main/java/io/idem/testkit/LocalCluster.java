@@ -346,10 +346,29 @@ public final class LocalCluster implements AutoCloseable {
    * A free loopback port (bound and released; a race with other processes is possible but rare).
    */
   public static int freePort() {
+    // Below Linux's ephemeral range (32768-60999 by default), which the kernel hands to outgoing
+    // connections: a port taken from it by ServerSocket(0) was free when asked, but a client
+    // connection could take it before the node bound it, or while the node was down between a kill
+    // and its restart on the same port. Ratis exits the JVM when its port is taken.
+    java.util.concurrent.ThreadLocalRandom random =
+        java.util.concurrent.ThreadLocalRandom.current();
+    for (int attempt = 0; attempt < 200; attempt++) {
+      int port = random.nextInt(FREE_PORT_LOW, FREE_PORT_HIGH);
+      try (ServerSocket s = new ServerSocket(port, 1, java.net.InetAddress.getLoopbackAddress())) {
+        return s.getLocalPort();
+      } catch (IOException taken) {
+        // another one
+      }
+    }
     try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
       return s.getLocalPort();
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
   }
+
+  /** The range {@link #freePort} draws from: below the kernel's ephemeral ports. */
+  static final int FREE_PORT_LOW = 20_000;
+
+  static final int FREE_PORT_HIGH = 32_000;
 }

@@ -6,9 +6,6 @@ import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.idem.client.ClusterStatus;
 import io.idem.testkit.FaultProxy;
 import io.idem.testkit.TestCertificates;
-import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.net.ServerSocket;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
@@ -142,11 +139,8 @@ final class Node {
     }
   }
 
+  /** A free loopback port below the ephemeral range, so that a node restarts on it after a kill. */
   private static int freePort() {
-    try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-      return s.getLocalPort();
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
+    return io.idem.testkit.LocalCluster.freePort();
   }
 }

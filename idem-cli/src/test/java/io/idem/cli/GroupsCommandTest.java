@@ -1,0 +1,73 @@
+package io.idem.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.idem.testkit.Eventually;
+import io.idem.testkit.LocalCluster;
+import io.idem.testkit.RawSession;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Path;
+import java.time.Duration;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The operator tool on a cluster of several Raft groups: {@code idem status} prints every group of
+ * every node, and {@code idem config set} changes the configuration of every group, whose leaders
+ * differ.
+ */
+@Timeout(120)
+class GroupsCommandTest {
+  @TempDir Path dir;
+
+  private final StringWriter out = new StringWriter();
+  private final StringWriter err = new StringWriter();
+
+  private int run(String... args) {
+    return Idem.commandLine(new PrintWriter(out, true), new PrintWriter(err, true)).execute(args);
+  }
+
+  @Test
+  void statusShowsEveryGroupAndAConfigurationChangeReachesEveryGroup() {
+    try (LocalCluster c = LocalCluster.start(3, dir, b -> b.groups(3))) {
+      String servers = String.join(",", c.clientAddresses());
+      Eventually.until(
+          "every group has a leader",
+          Duration.ofSeconds(30),
+          () -> {
+            for (int g = 0; g <= 3; g++) {
+              boolean led = false;
+              for (int i = 0; i < 3; i++) {
+                led |= c.node(i).isLeader(g);
+              }
+              if (!led) {
+                return false;
+              }
+            }
+            return true;
+          });
+      assertThat(run("config", "set", "--servers", servers, "--max-key-bytes", "1000"))
+          .as("stderr: %s", err)
+          .isZero();
+      for (int g = 0; g <= 3; g++) {
+        try (RawSession raw = new RawSession(c.clientAddress(0), g)) {
+          int group = g;
+          Eventually.until(
+              "group " + g + " applied the change on n1",
+              Duration.ofSeconds(20),
+              () -> raw.status().getLimits().getMaxKeyBytes() == 1000,
+              () -> "group " + group + ": " + raw.status().getLimits());
+        }
+      }
+      out.getBuffer().setLength(0);
+      assertThat(run("status", "--servers", servers)).as("stderr: %s", err).isZero();
+      String printed = out.toString();
+      assertThat(printed).contains("groups: 3 data groups and the metadata group (0)");
+      // A line per node and group: 3 nodes x 4 groups, each naming a leader.
+      assertThat(printed.lines().filter(l -> l.matches("n[123] +[0-3] +(LEADER|FOLLOWER) .*")))
+          .hasSize(12);
+    }
+  }
+}
