@@ -41,7 +41,7 @@ ticks() { # the summed utime+stime, in clock ticks, of the given PIDs
 status_of() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
 fsyncs_per_s() { # fsync and fdatasync calls of process $1 and its threads in 5 s, per second
   timeout -s INT 5 strace -f -c -e trace=fsync,fdatasync -p "$1" 2>&1 > /dev/null \
-    | awk '$NF == "fsync" || $NF == "fdatasync" {s += $4} END {printf "%.0f", s / 5}'
+    | awk '$NF == "fsync" || $NF == "fdatasync" {s += $4} END {printf "%.0f", s / 5}' || true
 }
 
 hz="$(getconf CLK_TCK)"
