@@ -182,11 +182,7 @@ final class LeaderCall<R> {
     if (group < 0) {
       return stub;
     }
-    io.grpc.Metadata headers = new io.grpc.Metadata();
-    headers.put(
-        io.grpc.Metadata.Key.of("idem-group", io.grpc.Metadata.ASCII_STRING_MARSHALLER),
-        Integer.toString(group));
-    return stub.withInterceptors(io.grpc.stub.MetadataUtils.newAttachHeadersInterceptor(headers));
+    return stub.withInterceptors(io.idem.proto.GroupHeader.naming(group));
   }
 
   static List<String> servers(ClientOptions options) {

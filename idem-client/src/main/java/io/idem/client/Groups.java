@@ -1,8 +1,7 @@
 package io.idem.client;
 
 import io.grpc.Channel;
-import io.grpc.Metadata;
-import io.grpc.stub.MetadataUtils;
+import io.idem.proto.GroupHeader;
 import io.idem.proto.IdemGrpc;
 
 /**
@@ -16,9 +15,6 @@ final class Groups {
 
   /** The metadata group, where a client's id and epoch come from. */
   static final int METADATA = 0;
-
-  private static final Metadata.Key<String> HEADER =
-      Metadata.Key.of("idem-group", Metadata.ASCII_STRING_MARSHALLER);
 
   private Groups() {}
 
@@ -35,8 +31,6 @@ final class Groups {
   }
 
   private static io.grpc.ClientInterceptor header(int group) {
-    Metadata headers = new Metadata();
-    headers.put(HEADER, Integer.toString(group));
-    return MetadataUtils.newAttachHeadersInterceptor(headers);
+    return GroupHeader.naming(group);
   }
 }

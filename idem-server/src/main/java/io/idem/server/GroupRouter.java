@@ -35,10 +35,6 @@ import java.util.Map;
  * node does not host fails with {@code NOT_FOUND} before it reaches any group.
  */
 final class GroupRouter extends IdemGrpc.IdemImplBase implements ServerInterceptor {
-  /** The header that names a call's group, in decimal. */
-  static final Metadata.Key<String> HEADER =
-      Metadata.Key.of("idem-group", Metadata.ASCII_STRING_MARSHALLER);
-
   private static final Context.Key<Integer> KEY = Context.key("idem-group");
 
   private final Map<Integer, FrontDoor> doors;
@@ -53,7 +49,7 @@ final class GroupRouter extends IdemGrpc.IdemImplBase implements ServerIntercept
   @Override
   public <Q, R> ServerCall.Listener<Q> interceptCall(
       ServerCall<Q, R> call, Metadata headers, ServerCallHandler<Q, R> next) {
-    String named = headers.get(HEADER);
+    String named = headers.get(io.idem.proto.GroupHeader.KEY);
     int group;
     try {
       group = named == null ? 1 : Integer.parseInt(named.trim());

@@ -70,12 +70,7 @@ public final class RawSession implements AutoCloseable {
     if (group < 0) {
       return channel;
     }
-    io.grpc.Metadata headers = new io.grpc.Metadata();
-    headers.put(
-        io.grpc.Metadata.Key.of("idem-group", io.grpc.Metadata.ASCII_STRING_MARSHALLER),
-        Integer.toString(group));
-    return io.grpc.ClientInterceptors.intercept(
-        channel, io.grpc.stub.MetadataUtils.newAttachHeadersInterceptor(headers));
+    return io.grpc.ClientInterceptors.intercept(channel, io.idem.proto.GroupHeader.naming(group));
   }
 
   /**

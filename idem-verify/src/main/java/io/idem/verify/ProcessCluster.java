@@ -515,12 +515,7 @@ public final class ProcessCluster implements AutoCloseable {
     try {
       IdemGrpc.IdemBlockingStub stub = IdemGrpc.newBlockingStub(ch);
       if (group >= 0) {
-        io.grpc.Metadata headers = new io.grpc.Metadata();
-        headers.put(
-            io.grpc.Metadata.Key.of("idem-group", io.grpc.Metadata.ASCII_STRING_MARSHALLER),
-            Integer.toString(group));
-        stub =
-            stub.withInterceptors(io.grpc.stub.MetadataUtils.newAttachHeadersInterceptor(headers));
+        stub = stub.withInterceptors(io.idem.proto.GroupHeader.naming(group));
       }
       return Optional.of(
           stub.withDeadlineAfter(1, TimeUnit.SECONDS).status(StatusRequest.getDefaultInstance()));
