@@ -40,7 +40,7 @@ final class GroupSessions {
   private final SessionDriver primary;
   private final @Nullable PartitionMap map; // null: a cluster of one group
   private final SessionDriver @Nullable [] data; // by group number; null: not opened yet
-  private final @Nullable IdemTransport owned; // the transport the data sessions share, if ours
+  private final @Nullable IdemTransport owned; // the transport the sessions share, if ours
   private SessionMachine.@Nullable Given given;
 
   private GroupSessions(
@@ -56,18 +56,15 @@ final class GroupSessions {
   }
 
   /**
-   * The sessions of a client with {@code settings}: asks the servers, within the RPC timeout, how
-   * many groups the cluster has. If none answers, the client starts as in a cluster of one group (a
+   * The sessions of a client with {@code settings}. Asks the servers for the cluster's shape first
+   * ({@link #probe}), on the transport the sessions then use: the settings', or one of its own that
+   * it closes with them. If no server tells, the client starts as in a cluster of one group (a
    * cluster of several then refuses its registration: "register in the metadata group first").
    *
    * @throws NotSentException if the cluster has several groups and the metadata session does not
    *     register within the request timeout
    */
   static GroupSessions open(ClientSettings settings) {
-    PartitionMap map = probe(settings);
-    if (map == null || map.getGroupCount() <= 1) {
-      return new GroupSessions(settings, new SessionDriver(settings), null, null);
-    }
     IdemTransport owned = null;
     ClientSettings shared = settings;
     if (settings.transport() == null) {
@@ -75,16 +72,21 @@ final class GroupSessions {
           settings.tls() == null ? IdemTransport.create() : IdemTransport.create(settings.tls());
       shared = withTransport(settings, owned);
     }
-    SessionDriver meta;
+    GroupSessions s;
     try {
-      meta = new SessionDriver(shared, Groups.METADATA, null, settings.identityFile());
+      PartitionMap map = probe(shared);
+      if (map == null || map.getGroupCount() <= 1) {
+        return new GroupSessions(shared, new SessionDriver(shared), null, owned);
+      }
+      SessionDriver meta =
+          new SessionDriver(shared, Groups.METADATA, null, settings.identityFile());
+      s = new GroupSessions(shared, meta, map, owned);
     } catch (RuntimeException e) {
       if (owned != null) {
         owned.close();
       }
       throw e;
     }
-    GroupSessions s = new GroupSessions(shared, meta, map, owned);
     try {
       s.awaitIdentity();
       s.resumeJournaled();
@@ -119,12 +121,7 @@ final class GroupSessions {
    * lazily as it always did), or if none answered within the request timeout.
    */
   private static @Nullable PartitionMap probe(ClientSettings settings) {
-    IdemTransport t =
-        settings.transport() != null
-            ? settings.transport()
-            : settings.tls() == null
-                ? IdemTransport.create()
-                : IdemTransport.create(settings.tls());
+    IdemTransport t = java.util.Objects.requireNonNull(settings.transport());
     long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.requestTimeoutMs());
     try {
       while (true) {
@@ -137,10 +134,6 @@ final class GroupSessions {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       return null;
-    } finally {
-      if (settings.transport() == null) {
-        t.close();
-      }
     }
   }
 
@@ -319,7 +312,7 @@ final class GroupSessions {
     return n;
   }
 
-  /** Closes the data sessions, then the metadata one, then the transport if it is ours. */
+  /** Closes the data sessions, then the primary, then the transport if it is ours. */
   void close(Duration grace) {
     List<SessionDriver> sessions = all();
     for (int i = sessions.size() - 1; i >= 0; i--) {

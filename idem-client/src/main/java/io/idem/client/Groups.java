@@ -24,12 +24,6 @@ final class Groups {
     return group == NONE ? stub : stub.withInterceptors(header(group));
   }
 
-  /** A blocking stub on {@code channel} whose calls name {@code group}. */
-  static IdemGrpc.IdemBlockingStub blockingStub(Channel channel, int group) {
-    IdemGrpc.IdemBlockingStub stub = IdemGrpc.newBlockingStub(channel);
-    return group == NONE ? stub : stub.withInterceptors(header(group));
-  }
-
   private static io.grpc.ClientInterceptor header(int group) {
     return GroupHeader.naming(group);
   }

@@ -232,11 +232,6 @@ final class SessionDriver {
     return Groups.stub(channel, group);
   }
 
-  /** This session's Raft group, {@link Groups#NONE} in a cluster of one group. */
-  int group() {
-    return group;
-  }
-
   /** The session's secret, once registered: a data group's sessions register under it. */
   long[] secret() {
     synchronized (lock) {

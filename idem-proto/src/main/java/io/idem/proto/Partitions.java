@@ -69,7 +69,7 @@ public final class Partitions {
 
   /**
    * The partition an operation is routed by: its KV key, lease name, or idempotency key. Every
-   * other name it touches must be in the same group ({@link #sameGroup}).
+   * other name it touches must be in the same group ({@link #strayName}).
    *
    * @return the partition, or -1 for an operation without a name (malformed)
    */
@@ -101,11 +101,6 @@ public final class Partitions {
   public static String strayName(Operation op, PartitionMap map) {
     int home = groupIn(map, primary(op));
     return stray(op, map, home);
-  }
-
-  /** Whether every name {@code op} touches is in group {@code group} under {@code map}. */
-  public static boolean sameGroup(Operation op, PartitionMap map, int group) {
-    return groupIn(map, primary(op)) == group && stray(op, map, group) == null;
   }
 
   /** The group of {@code partition} under {@code map}; -1 for a partition out of range. */

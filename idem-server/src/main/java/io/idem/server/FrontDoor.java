@@ -89,19 +89,6 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
     CompletableFuture<String> check(long clientId, long epoch, long hi, long lo, String principal);
   }
 
-  FrontDoor(
-      ReplicatedLog log,
-      Batcher batcher,
-      IdemStateMachine stateMachine,
-      Supplier<StatusReply> status,
-      Membership membership,
-      boolean unsafeLocalReads,
-      ServerMetrics metrics,
-      Outbox.Bounds bounds) {
-    this(
-        log, batcher, stateMachine, status, membership, unsafeLocalReads, metrics, bounds, null, 1);
-  }
-
   /**
    * A front door of one group of a cluster of {@code groups} data groups.
    *

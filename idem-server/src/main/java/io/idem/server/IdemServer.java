@@ -606,25 +606,6 @@ public final class IdemServer implements AutoCloseable {
     return group != null && group.raft().isLeader();
   }
 
-  /** The log index of the last entry this node applied in group {@code g}. */
-  public long appliedIndex(int g) {
-    return groups.get(g).stateMachine().inspect(ReplicatedState::appliedIndex);
-  }
-
-  /** A digest of group {@code g}'s replicated state. */
-  public String digest(int g) {
-    return groups.get(g).stateMachine().inspect(StateSnapshot::digest);
-  }
-
-  /**
-   * If this node leads group {@code g}, hands its leadership to node {@code peerId}.
-   *
-   * @throws IOException if the transfer fails or times out
-   */
-  public void transferLeadership(int g, String peerId, Duration timeout) throws IOException {
-    groups.get(g).raft().transferLeadership(peerId, timeout.toMillis());
-  }
-
   /** Stops every group's batcher and membership, and the Raft server. */
   private void closeGroups() throws IOException {
     waits.shutdownNow();
