@@ -246,8 +246,7 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       answer(reply, getFailure(new ReplicatedLog.NotLeaderException(log.leaderClientAddress())));
       return;
     }
-    String misplaced =
-        stateMachine.inspect(s -> s.configuration.groups.readRefusal(Partitions.of(req.getKey())));
+    String misplaced = stateMachine.readRefusal(Partitions.of(req.getKey()));
     if (misplaced != null) {
       answer(reply, GetReply.newBuilder().setCode(Code.WRONG_GROUP).setMessage(misplaced).build());
       return;
@@ -264,10 +263,7 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       answer(reply, getKeyFailure(new ReplicatedLog.NotLeaderException(log.leaderClientAddress())));
       return;
     }
-    String misplaced =
-        stateMachine.inspect(
-            s ->
-                s.configuration.groups.readRefusal(Partitions.ofKey(req.getScope(), req.getKey())));
+    String misplaced = stateMachine.readRefusal(Partitions.ofKey(req.getScope(), req.getKey()));
     if (misplaced != null) {
       answer(
           reply, GetKeyReply.newBuilder().setCode(Code.WRONG_GROUP).setMessage(misplaced).build());

@@ -26,9 +26,11 @@ import java.io.IOException;
  * <p>Not thread-safe.
  */
 final class GroupState implements StateSection {
-  private int group;
-  private int count;
-  private PartitionMap map = PartitionMap.getDefaultInstance();
+  // Volatile: the front door judges reads by them without the state's lock (set once, at bootstrap
+  // or when a snapshot is read).
+  private volatile int group;
+  private volatile int count;
+  private volatile PartitionMap map = PartitionMap.getDefaultInstance();
 
   /** Whether this is a group of a cluster of several (else nothing here decides anything). */
   boolean multi() {
@@ -134,6 +136,9 @@ final class GroupState implements StateSection {
    * read, in a data group one of another group's partition.
    */
   String readRefusal(int partition) {
+    int count = this.count;
+    int group = this.group;
+    PartitionMap map = this.map;
     if (count == 0) {
       return null;
     }

@@ -474,6 +474,15 @@ final class IdemStateMachine extends BaseStateMachine {
     super.close();
   }
 
+  /**
+   * Why a read of {@code partition} does not belong to this group, or null ({@link
+   * GroupState#readRefusal}). Without the lock, like {@link #authenticate}: a read never waits for
+   * an apply to learn what is fixed at bootstrap.
+   */
+  String readRefusal(int partition) {
+    return state.configuration.groups.readRefusal(partition);
+  }
+
   /** The outcome of the front door's secret check. */
   enum Authentication {
     OK,
