@@ -46,6 +46,12 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 final class KafkaWorker {
   private KafkaWorker() {}
 
+  /** How long the negative control's handler works after a batch's effects, before its commit. */
+  static final long PLAIN_HANDLER_MS = 150;
+
+  /** What the negative control prints once it has applied its first batch. */
+  static final String WORKING = "kafka worker: working";
+
   /** The ledger list of a partition on Idem. */
   static String ledgerKey(String topic, int partition) {
     return "kledger/" + topic + "/" + partition;
@@ -155,15 +161,21 @@ final class KafkaWorker {
 
   /**
    * The negative control: effects as plain appends, then Kafka's offsets committed after the batch.
-   * A crash or a lost partition between the two redelivers records whose effect landed.
+   * A crash or a lost partition between the two redelivers records whose effect landed. After its
+   * effects, a batch's handler works {@link #PLAIN_HANDLER_MS} more (a call to another service,
+   * say) before the commit, so most kills and pauses fall between the two: with a handler that
+   * returns at once, a run of 25 s once got no duplicate, as a consumer killed while caught up
+   * redelivers nothing.
    */
-  private static void runPlain(String servers, Map<String, Object> config, String topic) {
+  private static void runPlain(String servers, Map<String, Object> config, String topic)
+      throws InterruptedException {
     try (IdemClient client =
             IdemClient.builder().servers(servers).requestTimeout(Duration.ofSeconds(20)).build();
         KafkaConsumer<String, String> consumer =
             new KafkaConsumer<>(config, new StringDeserializer(), new StringDeserializer())) {
       Runtime.getRuntime().addShutdownHook(new Thread(consumer::wakeup));
       consumer.subscribe(List.of(topic));
+      boolean working = false;
       while (true) {
         ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
         Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
@@ -175,9 +187,15 @@ final class KafkaWorker {
           offsets.put(
               new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
         }
-        // Every effect of the batch, then the offsets: commit-after-processing.
+        // Every effect of the batch, then the rest of the handler's work, then the offsets:
+        // commit-after-processing.
         CompletableFuture.allOf(appends.toArray(CompletableFuture[]::new)).join();
         if (!offsets.isEmpty()) {
+          if (!working) {
+            System.out.println(WORKING);
+            working = true;
+          }
+          Thread.sleep(PLAIN_HANDLER_MS);
           try {
             consumer.commitSync(offsets);
           } catch (RuntimeException lost) {
