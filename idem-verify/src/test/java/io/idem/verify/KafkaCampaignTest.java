@@ -56,6 +56,7 @@ class KafkaCampaignTest {
             "kill -9 leader");
   }
 
+  @Tag("campaign")
   @Test
   void onPostgresEveryRecordIsAppliedOnceInOrderWithItsOffset() throws Exception {
     KafkaCampaign.Report r =

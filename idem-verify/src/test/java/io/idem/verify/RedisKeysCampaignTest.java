@@ -20,6 +20,7 @@ import org.junit.jupiter.api.io.TempDir;
  * the negative control: the checker must flag double payments.
  */
 @Tag("slow")
+@Tag("campaign")
 @Timeout(180)
 class RedisKeysCampaignTest {
   static final Duration SHORT = Duration.ofSeconds(30);

@@ -39,6 +39,7 @@ import org.junit.jupiter.api.io.TempDir;
  * Redis Cluster"). With WAIT 1 and one replica per master, nothing acknowledged may be lost.
  */
 @Tag("slow")
+@Tag("campaign")
 @Timeout(600)
 class RedisClusterFailoverLossTest {
   static final int KEYS = 2000;

@@ -31,6 +31,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -45,6 +46,8 @@ import org.junit.jupiter.api.io.TempDir;
  * blocks, one cut per copy, standing in for a crash in the middle of writing one: the server loads
  * each copy without the cut completion and without its effect, and with every completion before it.
  */
+@Tag("slow")
+@Tag("campaign")
 @Timeout(300)
 class RedisEffectCrashTest {
   static final int WORKERS = 8;
