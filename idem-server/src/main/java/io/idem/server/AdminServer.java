@@ -18,6 +18,7 @@ import io.grpc.netty.shaded.io.netty.handler.ssl.SslContext;
 import io.grpc.netty.shaded.io.netty.handler.ssl.SslContextBuilder;
 import io.grpc.netty.shaded.io.netty.handler.ssl.SslProvider;
 import io.idem.core.SessionInfo;
+import io.idem.proto.GroupStatus;
 import io.idem.proto.IdemGrpc;
 import io.idem.proto.Member;
 import io.idem.proto.StatusReply;
@@ -48,8 +49,9 @@ import org.slf4j.LoggerFactory;
  * <ul>
  *   <li>{@code GET /metrics}: every meter in the Prometheus text format;
  *   <li>{@code GET /api/status}: JSON for the status page: every member's {@code Status} (asked
- *       over its client port, one second at most each), this node's counters, and the sessions
- *       saving the most responses;
+ *       over its client port, one second at most each) with, in a cluster of several Raft groups,
+ *       its replica of each group, this node's counters, and the sessions saving the most
+ *       responses;
  *   <li>{@code GET /}: the status page, plain HTML and JavaScript that polls {@code /api/status}.
  * </ul>
  *
@@ -252,6 +254,19 @@ final class AdminServer implements AutoCloseable {
       n.put("commandsAppended", s.getCommandsAppended());
       n.put("digest", s.getDigest());
       n.put("digestIndex", s.getDigestIndex());
+      // A cluster of several Raft groups: this node's replica of each (none for one group).
+      ArrayNode groups = n.putArray("groups");
+      for (GroupStatus g : s.getGroupsList()) {
+        ObjectNode o = groups.addObject();
+        o.put("group", g.getGroup());
+        o.put("role", g.getRole());
+        o.put("leader", g.getLeaderId());
+        o.put("term", g.getTerm());
+        o.put("appliedIndex", g.getAppliedIndex());
+        o.put("liveSessions", g.getLiveSessions());
+        o.put("kvKeys", g.getKeys());
+        o.put("keyRecords", g.getKeyRecords());
+      }
     }
     ObjectNode writes = root.putObject("writes");
     ObjectNode rejections = root.putObject("rejections");

@@ -62,6 +62,12 @@ public final class IdemServer implements AutoCloseable {
   private final ConnectionGate connections;
   private final java.util.concurrent.ScheduledExecutorService waits;
 
+  /** Hands each group's leadership back to the node it prefers (several groups only). */
+  private final java.util.concurrent.ScheduledExecutorService balancer;
+
+  /** How often a node checks whether it leads a group another node should lead. */
+  static final long BALANCE_EVERY_MS = 5_000;
+
   /** One Raft group as this node hosts it. */
   private record Group(
       int number,
@@ -97,6 +103,13 @@ public final class IdemServer implements AutoCloseable {
         java.util.concurrent.Executors.newSingleThreadScheduledExecutor(
             r -> {
               Thread t = new Thread(r, "idem-identity-" + config.id());
+              t.setDaemon(true);
+              return t;
+            });
+    this.balancer =
+        java.util.concurrent.Executors.newSingleThreadScheduledExecutor(
+            r -> {
+              Thread t = new Thread(r, "idem-balance-" + config.id());
               t.setDaemon(true);
               return t;
             });
@@ -197,6 +210,10 @@ public final class IdemServer implements AutoCloseable {
             "cannot serve the admin endpoint on " + config.adminAddress() + ": " + e.getMessage(),
             e);
       }
+    }
+    if (config.groups() > 1) {
+      balancer.scheduleWithFixedDelay(
+          this::balanceLeaders, BALANCE_EVERY_MS, BALANCE_EVERY_MS, TimeUnit.MILLISECONDS);
     }
     LOG.info(
         "node {} serving clients on {}, raft on {}",
@@ -313,10 +330,15 @@ public final class IdemServer implements AutoCloseable {
     return metrics.registry();
   }
 
-  /** The gauges read when scraped: the replicated state's sizes and Raft's view. */
+  /**
+   * The gauges read when scraped: the replicated state's sizes, summed over this node's replicas of
+   * every group (a client with sessions in several groups counts once per group), the alarm if any
+   * group has it, the budget (the same in every group) and Raft's view of data group 1 (the only
+   * one in a cluster of one group).
+   */
   private void registerGauges() {
     MeterRegistry r = metrics.registry();
-    Gauge.builder("idem.sessions.live", this, s -> s.inspectState(st -> st.sessions.size()))
+    Gauge.builder("idem.sessions.live", this, s -> s.sumOverGroups(st -> st.sessions.size()))
         .description("Live client sessions in the replicated table")
         .register(r);
     Gauge.builder("idem.client.connections", connections, ConnectionGate::served)
@@ -325,16 +347,16 @@ public final class IdemServer implements AutoCloseable {
     FunctionCounter.builder("idem.client.connections.opened", connections, ConnectionGate::admitted)
         .description("Client-port connections served since the node started")
         .register(r);
-    Gauge.builder("idem.key.records", this, s -> s.inspectState(st -> st.keys.size()))
+    Gauge.builder("idem.key.records", this, s -> s.sumOverGroups(st -> st.keys.size()))
         .description("Application idempotency key records")
         .register(r);
-    Gauge.builder("idem.leases", this, s -> s.inspectState(st -> st.leases.size()))
+    Gauge.builder("idem.leases", this, s -> s.sumOverGroups(st -> st.leases.size()))
         .description("Live leases")
         .register(r);
-    Gauge.builder("idem.kv.keys", this, s -> s.inspectState(st -> st.kv.size()))
+    Gauge.builder("idem.kv.keys", this, s -> s.sumOverGroups(st -> st.kv.size()))
         .description("Keys in the KV store")
         .register(r);
-    Gauge.builder("idem.backend.used.bytes", this, s -> s.inspectState(st -> st.backendUsed()))
+    Gauge.builder("idem.backend.used.bytes", this, s -> s.sumOverGroups(st -> st.backendUsed()))
         .description("The replicated state's estimated size, which the backend budget bounds")
         .baseUnit("bytes")
         .register(r);
@@ -348,13 +370,13 @@ public final class IdemServer implements AutoCloseable {
     Gauge.builder(
             "idem.backend.alarm",
             this,
-            s -> s.inspectState(st -> st.configuration.quotas.alarm() ? 1 : 0))
+            s -> s.maxOverGroups(st -> st.configuration.quotas.alarm() ? 1 : 0))
         .description("1 while the NO_SPACE alarm is raised")
         .register(r);
     FunctionCounter.builder(
             "idem.duplicates.suppressed",
             this,
-            s -> s.inspectState(ReplicatedState::duplicatesSuppressed))
+            s -> s.sumOverGroups(ReplicatedState::duplicatesSuppressed))
         .description("Retried requests answered from saved answers, never applied again")
         .register(r);
     Gauge.builder("idem.raft.term", raft, n -> n.term())
@@ -377,6 +399,22 @@ public final class IdemServer implements AutoCloseable {
 
   private double inspectState(java.util.function.ToDoubleFunction<ReplicatedState> reader) {
     return stateMachine.inspect(reader::applyAsDouble);
+  }
+
+  private double sumOverGroups(java.util.function.ToDoubleFunction<ReplicatedState> reader) {
+    double sum = 0;
+    for (Group g : groups.values()) {
+      sum += g.stateMachine().inspect(reader::applyAsDouble);
+    }
+    return sum;
+  }
+
+  private double maxOverGroups(java.util.function.ToDoubleFunction<ReplicatedState> reader) {
+    double max = 0;
+    for (Group g : groups.values()) {
+      max = Math.max(max, g.stateMachine().inspect(reader::applyAsDouble));
+    }
+    return max;
   }
 
   /** The port the client endpoint listens on. */
@@ -606,9 +644,37 @@ public final class IdemServer implements AutoCloseable {
     return group != null && group.raft().isLeader();
   }
 
+  /**
+   * One round of leader balancing: for each group this node leads but prefers another node for
+   * ({@link RaftHost#preferredLeader}), if it has led for an election timeout and that node
+   * answered within the last half second, hands it the leadership (Ratis's transfer: the leader
+   * pauses new writes until the target has caught up, at most a second, then the target starts an
+   * election). Ratis's peer priority does the same on its own, but only when the preferred
+   * follower's log matches the leader's last entry at the moment it checks, which a busy group (or
+   * its ticks) can postpone for long: in a test, a group's leadership stayed off its node for 30 s.
+   */
+  private void balanceLeaders() {
+    for (Group g : groups.values()) {
+      String preferred = RaftHost.preferredLeader(config, g.number());
+      if (preferred == null
+          || preferred.equals(config.id())
+          || !g.raft().leadsWithFollowerInTouch(preferred, config.electionTimeoutMaxMs(), 500)) {
+        continue;
+      }
+      try {
+        g.raft().transferLeadership(preferred, 1_000);
+        LOG.info("group {}: leadership handed to {}, the node it prefers", g.number(), preferred);
+      } catch (IOException | RuntimeException e) {
+        // A round that fails leaves the leader where it is; the next round tries again.
+        LOG.debug("group {}: leadership not handed to {}: {}", g.number(), preferred, e.toString());
+      }
+    }
+  }
+
   /** Stops every group's batcher and membership, and the Raft server. */
   private void closeGroups() throws IOException {
     waits.shutdownNow();
+    balancer.shutdownNow();
     for (Group g : groups.values()) {
       g.membership().close();
       g.batcher().close();

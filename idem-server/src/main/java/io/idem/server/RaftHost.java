@@ -84,20 +84,31 @@ final class RaftHost implements AutoCloseable {
     if (config.join()) {
       return RaftGroup.valueOf(id);
     }
-    List<ServerConfig.Peer> peers = config.peers();
-    int preferred = config.groups() == 1 ? -1 : g == 0 ? 0 : (g - 1) % peers.size();
+    String preferred = preferredLeader(config, g);
     List<RaftPeer> raft = new ArrayList<>();
-    for (int i = 0; i < peers.size(); i++) {
-      ServerConfig.Peer p = peers.get(i);
+    for (ServerConfig.Peer p : config.peers()) {
       raft.add(
           RaftPeer.newBuilder()
               .setId(p.id())
               .setAddress(p.raftAddress())
               .setClientAddress(p.clientAddress())
-              .setPriority(i == preferred ? 1 : 0)
+              .setPriority(p.id().equals(preferred) ? 1 : 0)
               .build());
     }
     return RaftGroup.valueOf(id, raft);
+  }
+
+  /**
+   * The node group {@code g} prefers as its leader in a cluster of several groups: the metadata
+   * group the first of {@code --peers}, data group g the one at position {@code (g - 1) mod N};
+   * null in a cluster of one group.
+   */
+  static String preferredLeader(ServerConfig config, int g) {
+    List<ServerConfig.Peer> peers = config.peers();
+    if (config.groups() == 1 || peers.isEmpty()) {
+      return null;
+    }
+    return peers.get(g == 0 ? 0 : (g - 1) % peers.size()).id();
   }
 
   /** Adds the groups a first start has not created yet (a restart recovered them all). */

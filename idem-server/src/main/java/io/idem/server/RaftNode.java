@@ -294,6 +294,29 @@ final class RaftNode implements ReplicatedLog {
     }
   }
 
+  /**
+   * Whether this node has led the group for {@code leadingMs} at least and {@code peerId}, a
+   * follower, answered its last append within {@code withinMs}: in touch, so a leadership transfer
+   * to it can finish.
+   */
+  boolean leadsWithFollowerInTouch(String peerId, long leadingMs, long withinMs) {
+    try {
+      org.apache.ratis.proto.RaftProtos.RoleInfoProto role = info().getRoleInfoProto();
+      if (!role.hasLeaderInfo() || role.getRoleElapsedTimeMs() < leadingMs) {
+        return false;
+      }
+      for (org.apache.ratis.proto.RaftProtos.ServerRpcProto f :
+          role.getLeaderInfo().getFollowerInfoList()) {
+        if (f.getId().getId().toStringUtf8().equals(peerId)) {
+          return f.getLastRpcElapsedTimeMs() <= withinMs;
+        }
+      }
+      return false;
+    } catch (IOException e) {
+      return false;
+    }
+  }
+
   /** The current term, or -1 if the division is not there (starting or closed). */
   long term() {
     try {

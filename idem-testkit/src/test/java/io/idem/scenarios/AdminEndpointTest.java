@@ -179,13 +179,9 @@ class AdminEndpointTest {
    */
   @Test
   void theStatusPageShowsTheClusterInABrowser() throws Exception {
-    Path chromium = Path.of("/usr/bin/chromium");
-    assertThat(chromium)
-        .as("headless Chromium (Debian package chromium; ./run-tests installs it)")
-        .isExecutable();
     int follower = (leader + 1) % 3;
     String url = "http://127.0.0.1:" + cluster.node(follower).adminPort() + "/";
-    String dom = chromium(chromium, "--dump-dom", url);
+    String dom = Chromium.run(dir, "--dump-dom", url);
     assertThat(dom).contains("data-loaded=\"true\"");
     for (int i = 1; i <= 3; i++) {
       assertThat(dom).contains("<tr data-node=\"n" + i + "\"");
@@ -201,47 +197,7 @@ class AdminEndpointTest {
             "<table id=\"sessions\">[\\s\\S]*<tbody><tr><td>\\(unnamed\\)</td><td>[0-9]+</td>");
     Path shot = Path.of("target", "status-page.png").toAbsolutePath();
     java.nio.file.Files.deleteIfExists(shot);
-    chromium(chromium, "--screenshot=" + shot, "--window-size=1200,1000", url);
+    Chromium.run(dir, "--screenshot=" + shot, "--window-size=1200,1000", url);
     assertThat(shot).isNotEmptyFile();
-  }
-
-  /** Runs headless Chromium on {@code url} with a fresh profile; its standard output. */
-  private static String chromium(Path chromium, String... args) throws Exception {
-    Path profile = java.nio.file.Files.createTempDirectory(dir, "chromium");
-    java.util.List<String> command =
-        new java.util.ArrayList<>(
-            java.util.List.of(
-                chromium.toString(),
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--user-data-dir=" + profile,
-                // Lets the page's timers run: two polls of /api/status, a second apart.
-                "--virtual-time-budget=4000"));
-    command.addAll(java.util.List.of(args));
-    Path out = java.nio.file.Files.createTempFile(dir, "chromium", ".out");
-    Process p =
-        new ProcessBuilder(command)
-            .redirectOutput(out.toFile())
-            .redirectError(ProcessBuilder.Redirect.DISCARD)
-            .start();
-    try {
-      assertThat(p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS))
-          .as("chromium finished")
-          .isTrue();
-      assertThat(p.exitValue()).as("chromium's exit status").isZero();
-    } finally {
-      p.destroy();
-      if (!p.waitFor(5, java.util.concurrent.TimeUnit.SECONDS)) {
-        p.destroyForcibly().waitFor(5, java.util.concurrent.TimeUnit.SECONDS);
-      }
-      p.descendants().forEach(ProcessHandle::destroyForcibly);
-    }
-    return java.nio.file.Files.readString(out);
   }
 }

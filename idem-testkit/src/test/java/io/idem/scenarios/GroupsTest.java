@@ -31,6 +31,8 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -53,7 +55,7 @@ class GroupsTest {
   }
 
   private static LocalCluster cluster(Path dir) {
-    return LocalCluster.start(3, dir, b -> b.groups(GROUPS));
+    return LocalCluster.start(3, dir, b -> b.groups(GROUPS).adminAddress("127.0.0.1:0"));
   }
 
   /** A key of {@code group}: the first "prefix-i" whose partition the first map gives it. */
@@ -77,7 +79,7 @@ class GroupsTest {
   }
 
   @Test
-  void writesSpreadOverTheGroupsAndEachGroupHoldsOnlyItsPartitions() {
+  void writesSpreadOverTheGroupsAndEachGroupHoldsOnlyItsPartitions() throws Exception {
     try (LocalCluster c = cluster(dir);
         IdemClient client = IdemClient.builder().servers(c.clientAddresses()).build()) {
       assertThat(c.node(0).groupNumbers()).containsExactly(0, 1, 2, 3, 4);
@@ -114,6 +116,8 @@ class GroupsTest {
             () -> "keys " + keysIn(c, 0, group) + ", " + keysIn(c, 1, group));
       }
       assertThat(statusOf(c, 0, 0).getKeys()).as("the metadata group holds no key").isZero();
+      // The node's gauges count every group's replica, not data group 1's alone.
+      assertThat(c.node(0).meterRegistry().get("idem.kv.keys").gauge().value()).isEqualTo(n);
       // One id everywhere: the metadata group's session, and one session under it per data group.
       StatusReply meta = statusOf(c, 0, 0);
       assertThat(meta.getLiveSessions()).isEqualTo(1);
@@ -126,6 +130,19 @@ class GroupsTest {
           Duration.ofSeconds(30),
           () -> leaders(c).size() == 3,
           () -> "leaders " + leaders(c));
+      // The status page, in a browser, shows every node's replica of every group, one leader each.
+      String dom =
+          Chromium.run(dir, "--dump-dom", "http://127.0.0.1:" + c.node(1).adminPort() + "/");
+      assertThat(dom).contains("data-loaded=\"true\"").contains("<h2 id=\"groups-title\">");
+      for (int g = 0; g <= GROUPS; g++) {
+        for (int node = 1; node <= 3; node++) {
+          assertThat(dom).contains("<tr data-group=\"" + g + "\" data-node=\"n" + node + "\"");
+        }
+        Matcher leader =
+            Pattern.compile("<tr data-group=\"" + g + "\" data-node=\"n[0-9]\" class=\"leader\">")
+                .matcher(dom);
+        assertThat(leader.results().count()).as("group %d's leaders on the page", g).isEqualTo(1);
+      }
     }
   }
 
