@@ -99,20 +99,8 @@ public final class IdemServer implements AutoCloseable {
               metrics));
     }
     this.host = new RaftHost(config, machines, unsafeLocalReads);
-    this.waits =
-        java.util.concurrent.Executors.newSingleThreadScheduledExecutor(
-            r -> {
-              Thread t = new Thread(r, "idem-identity-" + config.id());
-              t.setDaemon(true);
-              return t;
-            });
-    this.balancer =
-        java.util.concurrent.Executors.newSingleThreadScheduledExecutor(
-            r -> {
-              Thread t = new Thread(r, "idem-balance-" + config.id());
-              t.setDaemon(true);
-              return t;
-            });
+    this.waits = daemonScheduler("idem-identity-" + config.id());
+    this.balancer = daemonScheduler("idem-balance-" + config.id());
     IdemStateMachine meta = machines.get(0);
     for (java.util.Map.Entry<Integer, IdemStateMachine> e : machines.entrySet()) {
       int g = e.getKey();
@@ -220,6 +208,16 @@ public final class IdemServer implements AutoCloseable {
         config.id(),
         client,
         config.self().raftAddress());
+  }
+
+  /** A scheduler of one daemon thread named {@code name}. */
+  private static java.util.concurrent.ScheduledExecutorService daemonScheduler(String name) {
+    return java.util.concurrent.Executors.newSingleThreadScheduledExecutor(
+        r -> {
+          Thread t = new Thread(r, name);
+          t.setDaemon(true);
+          return t;
+        });
   }
 
   /** {@code b} with the bounds of {@code limits} that are on; grpc-java's defaults are all off. */
