@@ -645,18 +645,20 @@ public final class IdemServer implements AutoCloseable {
   /**
    * One round of leader balancing: for each group this node leads but prefers another node for
    * ({@link RaftHost#preferredLeader}), if it has led for an election timeout and that node
-   * answered within the last half second, hands it the leadership (Ratis's transfer: the leader
-   * pauses new writes until the target has caught up, at most a second, then the target starts an
-   * election). Ratis's peer priority does the same on its own, but only when the preferred
-   * follower's log matches the leader's last entry at the moment it checks, which a busy group (or
-   * its ticks) can postpone for long: in a test, a group's leadership stayed off its node for 30 s.
+   * answered within the last half second and holds the log to within 100 entries of this node's
+   * applied index, hands it the leadership (Ratis's transfer: the leader pauses new writes until
+   * the target has caught up, at most a second, then the target starts an election). Ratis's peer
+   * priority does the same on its own, but only when the preferred follower's log matches the
+   * leader's last entry at the moment it checks, which a busy group (or its ticks) can postpone for
+   * long: in a test, a group's leadership stayed off its node for 30 s.
    */
   private void balanceLeaders() {
     for (Group g : groups.values()) {
       String preferred = RaftHost.preferredLeader(config, g.number());
       if (preferred == null
           || preferred.equals(config.id())
-          || !g.raft().leadsWithFollowerInTouch(preferred, config.electionTimeoutMaxMs(), 500)) {
+          || !g.raft()
+              .leadsWithFollowerInTouch(preferred, config.electionTimeoutMaxMs(), 500, 100)) {
         continue;
       }
       try {

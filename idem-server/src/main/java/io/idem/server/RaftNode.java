@@ -296,19 +296,29 @@ final class RaftNode implements ReplicatedLog {
 
   /**
    * Whether this node has led the group for {@code leadingMs} at least and {@code peerId}, a
-   * follower, answered its last append within {@code withinMs}: in touch, so a leadership transfer
-   * to it can finish.
+   * follower, answered its last append within {@code withinMs} and holds the log up to {@code
+   * lagEntries} of this node's applied index: in touch and caught up, so a leadership transfer to
+   * it finishes at once (one still installing a snapshot or replaying a long log is left alone).
    */
-  boolean leadsWithFollowerInTouch(String peerId, long leadingMs, long withinMs) {
+  boolean leadsWithFollowerInTouch(String peerId, long leadingMs, long withinMs, long lagEntries) {
     try {
-      org.apache.ratis.proto.RaftProtos.RoleInfoProto role = info().getRoleInfoProto();
+      DivisionInfo info = info();
+      org.apache.ratis.proto.RaftProtos.RoleInfoProto role = info.getRoleInfoProto();
       if (!role.hasLeaderInfo() || role.getRoleElapsedTimeMs() < leadingMs) {
         return false;
       }
-      for (org.apache.ratis.proto.RaftProtos.ServerRpcProto f :
-          role.getLeaderInfo().getFollowerInfoList()) {
+      // Both lists come from the leader's log appenders, in the same order.
+      List<org.apache.ratis.proto.RaftProtos.ServerRpcProto> followers =
+          role.getLeaderInfo().getFollowerInfoList();
+      long[] matched = info.getFollowerMatchIndices();
+      if (matched == null || matched.length != followers.size()) {
+        return false; // no longer leader, or an appender came or went between the two reads
+      }
+      for (int i = 0; i < followers.size(); i++) {
+        org.apache.ratis.proto.RaftProtos.ServerRpcProto f = followers.get(i);
         if (f.getId().getId().toStringUtf8().equals(peerId)) {
-          return f.getLastRpcElapsedTimeMs() <= withinMs;
+          return f.getLastRpcElapsedTimeMs() <= withinMs
+              && matched[i] + lagEntries >= info.getLastAppliedIndex();
         }
       }
       return false;
