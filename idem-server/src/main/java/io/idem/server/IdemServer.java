@@ -330,9 +330,10 @@ public final class IdemServer implements AutoCloseable {
 
   /**
    * The gauges read when scraped: the replicated state's sizes, summed over this node's replicas of
-   * every group (a client with sessions in several groups counts once per group), the alarm if any
-   * group has it, the budget (the same in every group) and Raft's view of data group 1 (the only
-   * one in a cluster of one group).
+   * every group (a client with sessions in several groups counts once per group); the backend in
+   * use of the fullest group, against the budget (which holds per group, the same in each); the
+   * alarm if any group has it; and Raft's view of data group 1 (the only one in a cluster of one
+   * group).
    */
   private void registerGauges() {
     MeterRegistry r = metrics.registry();
@@ -354,7 +355,7 @@ public final class IdemServer implements AutoCloseable {
     Gauge.builder("idem.kv.keys", this, s -> s.sumOverGroups(st -> st.kv.size()))
         .description("Keys in the KV store")
         .register(r);
-    Gauge.builder("idem.backend.used.bytes", this, s -> s.sumOverGroups(st -> st.backendUsed()))
+    Gauge.builder("idem.backend.used.bytes", this, s -> s.maxOverGroups(st -> st.backendUsed()))
         .description("The replicated state's estimated size, which the backend budget bounds")
         .baseUnit("bytes")
         .register(r);
