@@ -401,19 +401,22 @@ public final class IdemServer implements AutoCloseable {
   }
 
   private double sumOverGroups(java.util.function.ToDoubleFunction<ReplicatedState> reader) {
-    double sum = 0;
-    for (Group g : groups.values()) {
-      sum += g.stateMachine().inspect(reader::applyAsDouble);
-    }
-    return sum;
+    return overGroups(reader, Double::sum);
   }
 
   private double maxOverGroups(java.util.function.ToDoubleFunction<ReplicatedState> reader) {
-    double max = 0;
+    return overGroups(reader, Math::max);
+  }
+
+  /** {@code reader} of this node's replica of every group, folded with {@code combine}. */
+  private double overGroups(
+      java.util.function.ToDoubleFunction<ReplicatedState> reader,
+      java.util.function.DoubleBinaryOperator combine) {
+    double result = 0;
     for (Group g : groups.values()) {
-      max = Math.max(max, g.stateMachine().inspect(reader::applyAsDouble));
+      result = combine.applyAsDouble(result, g.stateMachine().inspect(reader::applyAsDouble));
     }
-    return max;
+    return result;
   }
 
   /** The port the client endpoint listens on. */

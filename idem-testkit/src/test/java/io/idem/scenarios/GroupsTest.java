@@ -133,7 +133,10 @@ class GroupsTest {
       // The status page, in a browser, shows every node's replica of every group, one leader each.
       String dom =
           Chromium.run(dir, "--dump-dom", "http://127.0.0.1:" + c.node(1).adminPort() + "/");
-      assertThat(dom).contains("data-loaded=\"true\"").contains("<h2 id=\"groups-title\">");
+      assertThat(dom)
+          .contains("data-loaded=\"true\"")
+          .contains("<h2 id=\"groups-title\">")
+          .contains("leader of data group 1: n");
       for (int g = 0; g <= GROUPS; g++) {
         for (int node = 1; node <= 3; node++) {
           assertThat(dom).contains("<tr data-group=\"" + g + "\" data-node=\"n" + node + "\"");

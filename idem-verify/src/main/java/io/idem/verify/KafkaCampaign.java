@@ -5,6 +5,7 @@ import io.idem.client.IdemClient;
 import io.idem.client.KeyValue;
 import io.idem.kafka.postgres.PostgresReceiverStore;
 import io.idem.testkit.stores.KafkaBroker;
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -15,11 +16,13 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Properties;
 import java.util.Random;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -160,7 +163,9 @@ public final class KafkaCampaign {
   private final Random random;
   private final Map<String, Long> faults = new TreeMap<>();
   private final List<Process> consumers = new ArrayList<>();
-  private final Map<Process, Path> logs = new HashMap<>();
+  // The negative control's consumers not yet seen working, with their logs; and those seen working.
+  private final Map<Process, Path> starting = new HashMap<>();
+  private final Set<Process> working = new HashSet<>();
   private int launched;
 
   private KafkaCampaign(Path dir, Settings s) {
@@ -271,7 +276,7 @@ public final class KafkaCampaign {
             List.of(s.mode(), address, bootstrap, TOPIC, GROUP, Integer.toString(s.sessionMs())),
             log);
     consumers.add(p);
-    logs.put(p, log);
+    starting.put(p, log);
   }
 
   /**
@@ -285,22 +290,38 @@ public final class KafkaCampaign {
     }
     long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
     while (true) {
-      List<Integer> working = new ArrayList<>();
+      List<Integer> ready = new ArrayList<>();
       for (int i = 0; i < consumers.size(); i++) {
-        Path log = logs.get(consumers.get(i));
-        if (Files.exists(log)
-            && new String(Files.readAllBytes(log), StandardCharsets.ISO_8859_1)
-                .contains(KafkaWorker.WORKING)) {
-          working.add(i);
+        if (isWorking(consumers.get(i))) {
+          ready.add(i);
         }
       }
-      if (!working.isEmpty() || System.nanoTime() > until) {
-        return working.isEmpty()
+      if (!ready.isEmpty() || System.nanoTime() > until) {
+        return ready.isEmpty()
             ? random.nextInt(consumers.size())
-            : working.get(random.nextInt(working.size()));
+            : ready.get(random.nextInt(ready.size()));
       }
       Thread.sleep(200);
     }
+  }
+
+  /**
+   * Whether consumer {@code p} has printed {@link KafkaWorker#WORKING} (its log read until then).
+   */
+  private boolean isWorking(Process p) throws IOException {
+    if (working.contains(p)) {
+      return true;
+    }
+    Path log = starting.get(p);
+    if (log == null
+        || !Files.exists(log)
+        || !new String(Files.readAllBytes(log), StandardCharsets.ISO_8859_1)
+            .contains(KafkaWorker.WORKING)) {
+      return false;
+    }
+    starting.remove(p);
+    working.add(p);
+    return true;
   }
 
   /** Writes records {@code id:account:amount} at the configured rate, partition id mod P. */
