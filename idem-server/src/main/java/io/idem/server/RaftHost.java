@@ -1,9 +1,13 @@
 package io.idem.server;
 
 import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -27,8 +31,9 @@ import org.apache.ratis.server.storage.RaftStorage;
  * groups each group prefers one node as its leader (Ratis's peer priority: a leader yields to a
  * caught-up peer of higher priority), group {@code g} the peer at position {@code g - 1} modulo the
  * number of peers (the metadata group the first), so that leaders spread over the nodes and come
- * back after a node restarts. On a restart Ratis recovers the groups from the data directory, with
- * the configurations stored there.
+ * back after a node restarts. On a restart each group is recovered from its directory, with the
+ * configured peers as its initial configuration and the configuration stored there, if any, over it
+ * ({@link #park}).
  */
 final class RaftHost implements AutoCloseable {
   /** How long adding a group to the local server at the first start may take. */
@@ -45,10 +50,10 @@ final class RaftHost implements AutoCloseable {
       throws IOException {
     Map<RaftGroupId, IdemStateMachine> byId = new java.util.HashMap<>();
     machines.forEach((g, m) -> byId.put(RaftNode.groupId(g), m));
+    Set<Integer> recovering = park(config.dataDir(), machines.keySet());
     this.server =
         RaftServer.newBuilder()
             .setServerId(RaftPeerId.valueOf(config.id()))
-            .setGroup(group(config, 1))
             .setStateMachineRegistry(
                 id -> {
                   IdemStateMachine m = byId.get(id);
@@ -68,7 +73,7 @@ final class RaftHost implements AutoCloseable {
             .build();
     server.start();
     try {
-      addMissing(config, machines);
+      addGroups(config, machines.keySet(), recovering);
     } catch (IOException | RuntimeException e) {
       server.close();
       throw e;
@@ -111,40 +116,91 @@ final class RaftHost implements AutoCloseable {
     return peers.get(g == 0 ? 0 : (g - 1) % peers.size()).id();
   }
 
-  /** Adds the groups a first start has not created yet (a restart recovered them all). */
-  private void addMissing(ServerConfig config, Map<Integer, IdemStateMachine> machines)
+  /** The name a group's directory has while the node starts ({@link #park}). */
+  private static Path parked(Path dataDir, int g) {
+    return dataDir.resolve(RaftNode.groupId(g).getUuid() + PARKED);
+  }
+
+  private static final String PARKED = ".recovering";
+
+  /**
+   * Moves the directories of this node's groups aside before Ratis starts, and says which groups
+   * had one. Ratis recovers every group directory it finds at start with an empty initial
+   * configuration, and a replica whose storage holds no configuration yet (killed before it applied
+   * its group's first configuration entry, an empty log) then finds itself in no configuration and
+   * closes for good ({@code NOT_IN_CONF}): the node serves without that replica. Moved aside, each
+   * is added back by {@link #addGroups} with the configured peers as its initial configuration, as
+   * Ratis does for the one group given to its builder; a configuration in the replica's storage
+   * (its metadata file or its log) still overrides it.
+   *
+   * <p>A directory already moved aside by a start that died before adding it back is taken as is.
+   */
+  private static Set<Integer> park(Path dataDir, Set<Integer> groups) throws IOException {
+    Set<Integer> found = new java.util.TreeSet<>();
+    for (int g : groups) {
+      Path dir = dataDir.resolve(RaftNode.groupId(g).getUuid().toString());
+      Path aside = parked(dataDir, g);
+      boolean live = Files.isDirectory(dir);
+      if (live && Files.exists(aside)) {
+        throw new IOException(
+            "group "
+                + g
+                + " has two directories, "
+                + dir
+                + " and "
+                + aside
+                + ": keep the one with the newer log and remove the other");
+      }
+      if (live) {
+        Files.move(dir, aside, StandardCopyOption.ATOMIC_MOVE);
+      }
+      if (live || Files.isDirectory(aside)) {
+        found.add(g);
+      }
+    }
+    return found;
+  }
+
+  /**
+   * Adds every group to the started server: a recovered one from its directory moved aside ({@link
+   * #park}), a new one formatted; each with the configured peers as its initial configuration.
+   */
+  private void addGroups(ServerConfig config, Set<Integer> groups, Set<Integer> recovering)
       throws IOException {
-    List<RaftGroupId> present = new ArrayList<>();
-    server.getGroupIds().forEach(present::add);
     ClientId me = ClientId.randomId();
     long call = 0;
-    for (int g : machines.keySet()) {
-      if (present.contains(RaftNode.groupId(g))) {
-        continue;
+    for (int g : groups) {
+      boolean recover = recovering.contains(g);
+      if (recover) {
+        Files.move(
+            parked(config.dataDir(), g),
+            config.dataDir().resolve(RaftNode.groupId(g).getUuid().toString()),
+            StandardCopyOption.ATOMIC_MOVE);
       }
       GroupManagementRequest add =
-          GroupManagementRequest.newAdd(me, server.getId(), ++call, group(config, g), true);
+          GroupManagementRequest.newAdd(me, server.getId(), ++call, group(config, g), !recover);
+      String what = (recover ? "recover" : "create") + " Raft group " + g;
       RaftClientReply reply;
       try {
         reply = server.groupManagementAsync(add).get(ADD_GROUP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
       } catch (ExecutionException | TimeoutException e) {
-        throw new IOException("cannot create Raft group " + g + ": " + e, e);
+        throw new IOException("cannot " + what + ": " + e, e);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
-        throw new IOException("interrupted while creating Raft group " + g, e);
+        throw new IOException("interrupted while trying to " + what, e);
       }
       if (!reply.isSuccess()) {
-        throw new IOException("cannot create Raft group " + g + ": " + reply.getException());
+        throw new IOException("cannot " + what + ": " + reply.getException());
       }
     }
     List<RaftGroupId> now = new ArrayList<>();
     server.getGroupIds().forEach(now::add);
-    if (now.size() != machines.size()) {
+    if (now.size() != groups.size()) {
       throw new IOException(
           "the node hosts "
               + now.size()
               + " Raft groups, expected "
-              + machines.size()
+              + groups.size()
               + ": its data directory was made with another --groups");
     }
   }

@@ -75,6 +75,15 @@ public final class LocalCluster implements AutoCloseable {
     return c;
   }
 
+  /**
+   * A cluster of {@code n} nodes none of which runs yet: {@link #restart(int)} starts each, in the
+   * order a test needs (a node alone first, for one).
+   */
+  public static LocalCluster unstarted(
+      int n, Path baseDir, UnaryOperator<ServerConfig.Builder> tuning) {
+    return new LocalCluster(n, baseDir, (i, b) -> tuning.apply(b));
+  }
+
   /** How many nodes the cluster has (live or not). */
   public int size() {
     return nodes.length;

@@ -162,6 +162,69 @@ class GroupsTest {
     return nodes;
   }
 
+  /**
+   * A node killed before its replicas applied their groups' first configuration entry (each
+   * replica's storage holds at most a term and a vote: the groups were still electing their first
+   * leaders, as on a loaded machine at start) rejoins every group when it restarts. Found by the
+   * 8-group campaign: Ratis recovered such a replica with an empty configuration, it found itself
+   * in none at its first election timeout and closed for good ({@code NOT_IN_CONF}), and the group
+   * ran on two replicas until the next fault took its majority.
+   */
+  @Test
+  void aNodeKilledBeforeItsGroupsFirstConfigurationRejoinsEveryGroup() throws Exception {
+    try (LocalCluster c =
+        LocalCluster.unstarted(3, dir, b -> b.groups(GROUPS).adminAddress("127.0.0.1:0"))) {
+      // Node 0 alone creates its replicas and, with no peer to answer, elects no leader: no
+      // replica's storage holds a configuration.
+      c.restart(0);
+      Thread.sleep(3_000);
+      c.kill(0);
+      try (var dirs = Files.list(dir.resolve("n1"))) {
+        List<Path> replicas = dirs.filter(d -> Files.isDirectory(d.resolve("current"))).toList();
+        assertThat(replicas).hasSize(GROUPS + 1);
+        assertThat(replicas)
+            .noneMatch(d -> Files.exists(d.resolve("current").resolve("raft-meta.conf")));
+      }
+      c.restart(0);
+      // Restarted, every replica has the configured peers as its configuration. (Recovered with an
+      // empty one, every group but the one given to Ratis's builder had none.)
+      for (int g = 0; g <= GROUPS; g++) {
+        assertThat(statusOf(c, 0, g).getMembersList())
+            .as("group %d's members on node 0", g)
+            .extracting(m -> m.getId())
+            .containsExactlyInAnyOrder("n1", "n2", "n3");
+      }
+      c.restart(1);
+      c.restart(2);
+      try (IdemClient client =
+          IdemClient.builder()
+              .servers(c.clientAddresses())
+              .requestTimeout(Duration.ofSeconds(30))
+              .build()) {
+        for (int g = 0; g <= GROUPS; g++) {
+          if (g > 0) {
+            client.append(keyOf("rejoin", g), v("x"));
+          }
+          int group = g;
+          leaderOf(c, group);
+          long leaderApplied = statusOf(c, leaderIndex(c, group), group).getAppliedIndex();
+          Eventually.until(
+              "node 0's replica of group " + g + " reaches the leader's applied index",
+              Duration.ofSeconds(30),
+              () -> {
+                try {
+                  return statusOf(c, 0, group).getAppliedIndex() >= leaderApplied;
+                } catch (RuntimeException e) {
+                  return false;
+                }
+              },
+              () ->
+                  "node 0 says " + statusOf(c, 0, group).getRole() + ", leader's " + leaderApplied);
+        }
+      }
+    }
+  }
+
   @Test
   void aRequestInTheWrongGroupIsRefusedWithTheMapAndAppliedNowhere() throws Exception {
     try (LocalCluster c = cluster(dir)) {
