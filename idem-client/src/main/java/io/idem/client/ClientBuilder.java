@@ -140,9 +140,14 @@ abstract sealed class ClientBuilder permits IdemClient.Builder {
   }
 
   /**
-   * Returns the client (it connects lazily).
+   * Returns the client. In a cluster of one Raft group it connects lazily, on its first call. In a
+   * cluster of several it first asks the servers for the partition map and registers in the
+   * metadata group, which gives it its id, and returns once registered: a cluster whose metadata
+   * group has no leader for the whole request timeout makes it throw.
    *
    * @throws IllegalArgumentException naming the first bad setting
+   * @throws NotSentException if the cluster has several groups and the metadata group did not
+   *     register the client within the request timeout (the reason: {@code DEADLINE})
    */
   public IdemClient build() {
     if (servers.isEmpty()) {

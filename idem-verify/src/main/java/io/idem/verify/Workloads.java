@@ -17,6 +17,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The campaign's in-process clients, each on a thread of its own until the end of the run:
@@ -158,6 +159,24 @@ final class Workloads implements AutoCloseable {
     return watch.client(settings.atLeastOnce() ? Duration.ofMillis(300) : Duration.ofSeconds(20));
   }
 
+  /**
+   * A new client, tried again until the run ends while the cluster does not register it (a cluster
+   * of several groups registers a client in its metadata group before {@code build()} returns), as
+   * a restarted application keeps trying; null if the run ended first.
+   */
+  private @Nullable IdemClient clientUntilEnd() {
+    while (true) {
+      try {
+        return client();
+      } catch (NotSentException e) {
+        System.err.println("workload: a new client was not registered, trying again: " + e);
+        if (System.nanoTime() - end > 0) {
+          return null;
+        }
+      }
+    }
+  }
+
   private void retire(IdemClient c) {
     retries.addAndGet(c.retries());
     c.close();
@@ -170,7 +189,7 @@ final class Workloads implements AutoCloseable {
    */
   final class Life implements AutoCloseable {
     private final int id;
-    private IdemClient client = Workloads.this.client();
+    private IdemClient client = firstClient();
     private int n = 1;
 
     Life(int id) {
@@ -192,16 +211,28 @@ final class Workloads implements AutoCloseable {
       }
     }
 
+    /**
+     * Retires the current client for a new one. If the run ends before one registers, the retired
+     * client stays current: its calls fail as the client's own, closed, and the run is over.
+     */
     void renew() {
       retire(client);
-      client = Workloads.this.client();
-      n++;
+      IdemClient next = clientUntilEnd();
+      if (next != null) {
+        client = next;
+        n++;
+      }
     }
 
     @Override
     public void close() {
       retire(client);
     }
+  }
+
+  private IdemClient firstClient() {
+    IdemClient c = clientUntilEnd();
+    return c != null ? c : client();
   }
 
   /**
