@@ -24,6 +24,7 @@ import picocli.CommandLine.Command;
       ConfigCommand.class,
       AuthCommand.class,
       MemberCommand.class,
+      GroupCommand.class,
       CommandLine.HelpCommand.class
     })
 public final class Idem implements Runnable {

@@ -88,11 +88,29 @@ final class MemberCommand {
       List<String> remove,
       Duration wait,
       String what) {
+    return change(options, spec, -1, add, remove, wait, what);
+  }
+
+  /**
+   * Runs a change of group {@code group}'s members (-1: the cluster's, as a cluster of one group)
+   * and prints its outcome; the exit code.
+   */
+  static int change(
+      ClientOptions options,
+      CommandSpec spec,
+      int group,
+      List<ClusterStatus.Member> add,
+      List<String> remove,
+      Duration wait,
+      String what) {
     PrintWriter out = spec.commandLine().getOut();
     PrintWriter err = spec.commandLine().getErr();
     MembershipChange c;
     try (IdemClient client = client(options)) {
-      c = client.changeMembers(add, remove, wait);
+      c =
+          group < 0
+              ? client.changeMembers(add, remove, wait)
+              : client.changeMembers(group, add, remove, wait);
     } catch (InvalidArgumentException e) {
       err.println("idem: refused, nothing changed: " + e.getMessage());
       return 1;

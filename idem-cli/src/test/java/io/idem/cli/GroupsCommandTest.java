@@ -2,6 +2,8 @@ package io.idem.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.idem.server.IdemServer;
+import io.idem.server.ServerConfig;
 import io.idem.testkit.Eventually;
 import io.idem.testkit.LocalCluster;
 import io.idem.testkit.RawSession;
@@ -9,6 +11,7 @@ import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -68,6 +71,60 @@ class GroupsCommandTest {
       // A line per node and group: 3 nodes x 4 groups, each naming a leader.
       assertThat(printed.lines().filter(l -> l.matches("n[123] +[0-3] +(LEADER|FOLLOWER) .*")))
           .hasSize(12);
+    }
+  }
+
+  @Test
+  void groupMoveMovesOneGroupsReplicaAndRefusesATypoWithoutChangingAnything() throws Exception {
+    try (LocalCluster c = LocalCluster.start(3, dir.resolve("c"), b -> b.groups(3))) {
+      String servers = String.join(",", c.clientAddresses());
+      ServerConfig c4 =
+          ServerConfig.builder()
+              .id("n4")
+              .dataDir(dir.resolve("n4"))
+              .peers(
+                  List.of(
+                      new ServerConfig.Peer(
+                          "n4",
+                          "127.0.0.1:" + LocalCluster.freePort(),
+                          "127.0.0.1:" + LocalCluster.freePort())))
+              .groups(3)
+              .join(true)
+              .build();
+      try (IdemServer n4 = IdemServer.start(c4)) {
+        String[] move = {
+          "group",
+          "move",
+          "--servers",
+          servers,
+          "--group",
+          "3",
+          "--from",
+          "n9",
+          "--id",
+          "n4",
+          "--raft-address",
+          c4.self().raftAddress(),
+          "--client-address",
+          c4.self().clientAddress()
+        };
+        assertThat(run(move)).isEqualTo(1);
+        assertThat(err.toString()).contains("n9 holds no replica of group 3");
+        move[7] = "n2";
+        assertThat(run(move)).as("stderr: %s", err).isZero();
+        assertThat(out.toString())
+            .contains("adding n4 in group 3 committed")
+            .contains("removing n2 in group 3 committed");
+        out.getBuffer().setLength(0);
+        assertThat(run("group", "members", "--servers", servers, "--group", "3"))
+            .as("stderr: %s", err)
+            .isZero();
+        assertThat(out.toString()).contains(" n4=").doesNotContain(" n2=");
+        out.getBuffer().setLength(0);
+        assertThat(run("group", "members", "--servers", servers, "--group", "1")).isZero();
+        assertThat(out.toString()).contains(" n2=").doesNotContain(" n4=");
+        assertThat(n4.groupNumbers()).hasSize(4);
+      }
     }
   }
 }

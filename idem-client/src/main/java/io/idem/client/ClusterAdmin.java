@@ -31,20 +31,34 @@ final class ClusterAdmin {
 
   private final SessionDriver session;
   private final long rpcTimeoutMs;
+  private final int group; // Groups.NONE: the calls name no group
 
+  /** The calls of a cluster, or of a cluster of several groups as its group 1 answers them. */
   ClusterAdmin(SessionDriver session, long rpcTimeoutMs) {
+    this(session, rpcTimeoutMs, Groups.NONE);
+  }
+
+  /**
+   * The calls of group {@code group} of a cluster of several, on {@code session}'s connections: the
+   * status is that group's, and a membership change changes that group only.
+   */
+  ClusterAdmin(SessionDriver session, long rpcTimeoutMs, int group) {
     this.session = session;
     this.rpcTimeoutMs = rpcTimeoutMs;
+    this.group = group;
   }
 
   /** See {@link IdemClient#status}. */
   ClusterStatus status() {
     StatusReply s;
     try {
-      s =
+      IdemGrpc.IdemBlockingStub stub =
           IdemGrpc.newBlockingStub(session.transport().connection(session.address()).channel)
-              .withDeadlineAfter(rpcTimeoutMs, TimeUnit.MILLISECONDS)
-              .status(StatusRequest.getDefaultInstance());
+              .withDeadlineAfter(rpcTimeoutMs, TimeUnit.MILLISECONDS);
+      if (group != Groups.NONE) {
+        stub = stub.withInterceptors(io.idem.proto.GroupHeader.naming(group));
+      }
+      s = stub.status(StatusRequest.getDefaultInstance());
     } catch (StatusRuntimeException e) {
       session.redirect("");
       throw new NotSentException(
@@ -136,7 +150,10 @@ final class ClusterAdmin {
       this.add = add;
       this.remove = remove;
       ChangeMembersRequest.Builder req =
-          ChangeMembersRequest.newBuilder().addAllRemove(remove).setTimeoutMs(timeout.toMillis());
+          ChangeMembersRequest.newBuilder()
+              .addAllRemove(remove)
+              .setTimeoutMs(timeout.toMillis())
+              .setOneGroup(group != Groups.NONE);
       for (ClusterStatus.Member m : add) {
         req.addAdd(
             Member.newBuilder()

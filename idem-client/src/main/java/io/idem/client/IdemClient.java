@@ -446,6 +446,53 @@ public final class IdemClient implements AutoCloseable {
     return admin.changeMembers(add, remove, timeout);
   }
 
+  /**
+   * Changes the members of one Raft group of a cluster of several, as {@link #changeMembers(List,
+   * List, Duration)} changes a cluster's: this is how a group's replicas move to another node
+   * ({@code idem group move}). The other groups keep their members. In a cluster of one group,
+   * group 1 is the cluster.
+   *
+   * @throws InvalidArgumentException if the cluster has no group {@code group}, or as {@link
+   *     #changeMembers(List, List, Duration)}
+   */
+  public MembershipChange changeMembers(
+      int group, List<ClusterStatus.Member> add, List<String> remove, Duration timeout) {
+    return adminOf(group).changeMembers(add, remove, timeout);
+  }
+
+  /**
+   * The status of one Raft group as the server this client talks to sees it: its members, role,
+   * leader and applied index. In a cluster of one group, group 1 is the cluster ({@link
+   * #status()}).
+   *
+   * @throws InvalidArgumentException if the cluster has no group {@code group}
+   */
+  public ClusterStatus status(int group) {
+    return adminOf(group).status();
+  }
+
+  private ClusterAdmin adminOf(int group) {
+    io.idem.proto.PartitionMap map = sessions.map();
+    if (map == null) {
+      if (group != 1) {
+        throw new InvalidArgumentException(
+            "the cluster has one Raft group, group 1; there is no group " + group, 0, 0);
+      }
+      return admin;
+    }
+    if (group < 0 || group > map.getGroupCount()) {
+      throw new InvalidArgumentException(
+          "the cluster's groups are 0 (metadata) to "
+              + map.getGroupCount()
+              + "; there is no group "
+              + group,
+          0,
+          0);
+    }
+    SessionDriver d = group == Groups.METADATA ? sessions.primary() : sessions.group(group);
+    return new ClusterAdmin(d, settings.rpcTimeoutMs(), group);
+  }
+
   // ---- session ----
 
   /**

@@ -408,14 +408,14 @@ final class FrontDoor extends IdemGrpc.IdemImplBase {
       return;
     }
     String denied = stateMachine.adminDenial(principal(), "change the cluster's members");
-    if (denied == null && groups > 1) {
+    if (denied == null && groups > 1 && !req.getOneGroup()) {
       answer(
           reply,
           ChangeMembersReply.newBuilder()
               .setCode(Code.MEMBERSHIP_CHANGE_FAILED)
               .setMessage(
-                  "a cluster of several Raft groups changes the members of one group at a time;"
-                      + " this call changes a cluster of one group only")
+                  "a cluster of several Raft groups changes the members of one group at a time"
+                      + " (`idem group move`); this call changes a cluster of one group only")
               .setLeaderHint(log.leaderClientAddress())
               .addAllMembers(membership.members())
               .build());

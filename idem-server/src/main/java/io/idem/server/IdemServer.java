@@ -120,7 +120,9 @@ public final class IdemServer implements AutoCloseable {
               machine::bootstrapCommand,
               machine::writeFormat,
               "idem-batcher-" + config.id() + (count == 1 ? "" : "-g" + g));
-      Membership m = new Membership(node, a -> probe(a, config.tls()), machine::writeFormat);
+      Membership m =
+          new Membership(
+              node, a -> probe(a, count == 1 ? -1 : g, config.tls()), machine::writeFormat);
       FrontDoor door =
           new FrontDoor(
               node,
@@ -236,10 +238,11 @@ public final class IdemServer implements AutoCloseable {
   }
 
   /**
-   * Another node's Status, asked at its client address within {@link Membership#PROBE_TIMEOUT_MS},
-   * over TLS with this node's certificate when it has one.
+   * Another node's Status of {@code group} (-1: no group named, a cluster of one group), asked at
+   * its client address within {@link Membership#PROBE_TIMEOUT_MS}, over TLS with this node's
+   * certificate when it has one.
    */
-  private static StatusReply probe(String address, TlsFiles tls) {
+  private static StatusReply probe(String address, int group, TlsFiles tls) {
     NettyChannelBuilder b = NettyChannelBuilder.forTarget(address);
     ManagedChannel channel;
     if (tls == null) {
@@ -258,9 +261,13 @@ public final class IdemServer implements AutoCloseable {
       }
     }
     try {
-      return IdemGrpc.newBlockingStub(channel)
-          .withDeadlineAfter(Membership.PROBE_TIMEOUT_MS, TimeUnit.MILLISECONDS)
-          .status(StatusRequest.getDefaultInstance());
+      IdemGrpc.IdemBlockingStub stub =
+          IdemGrpc.newBlockingStub(channel)
+              .withDeadlineAfter(Membership.PROBE_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+      if (group >= 0) {
+        stub = stub.withInterceptors(io.idem.proto.GroupHeader.naming(group));
+      }
+      return stub.status(StatusRequest.getDefaultInstance());
     } catch (io.grpc.StatusRuntimeException e) {
       throw new IllegalStateException(e.getStatus().getCode().toString(), e);
     } finally {

@@ -35,6 +35,7 @@ import org.apache.ratis.server.RaftServerConfigKeys;
 import org.apache.ratis.thirdparty.com.google.protobuf.UnsafeByteOperations;
 import org.apache.ratis.util.SizeInBytes;
 import org.apache.ratis.util.TimeDuration;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One Raft group of an Idem node, seen as a {@link ReplicatedLog}: a division of the node's Ratis
@@ -55,6 +56,9 @@ final class RaftNode implements ReplicatedLog {
   private final int group;
   private final ClientId clientId;
   private final AtomicLong callId = new AtomicLong();
+  private final AtomicLong hints = new AtomicLong();
+  // The configuration last read, for the hints of a replica Ratis closed (moved away).
+  private volatile @Nullable RaftConfiguration lastConfiguration;
   private final IdemStateMachine stateMachine;
 
   /**
@@ -280,18 +284,43 @@ final class RaftNode implements ReplicatedLog {
 
   @Override
   public String leaderClientAddress() {
+    RaftConfiguration conf;
     try {
-      RaftPeerId leader = info().getLeaderId();
-      if (leader == null) {
-        return "";
-      }
-      // The configuration in force, not the peers this node started with: a leader added by a
-      // membership change is only there.
-      RaftPeer peer = configuration().getPeer(leader);
-      return peer == null || peer.getClientAddress() == null ? "" : peer.getClientAddress();
-    } catch (IOException e) {
+      conf = configuration();
+      lastConfiguration = conf;
+    } catch (IOException | RuntimeException e) {
+      conf = lastConfiguration;
+    }
+    if (conf == null) {
       return "";
     }
+    try {
+      RaftPeerId leader = info().getLeaderId();
+      // The configuration in force, not the peers this node started with: a leader added by a
+      // membership change is only there.
+      RaftPeer peer = leader == null ? null : conf.getPeer(leader);
+      if (peer != null && peer.getClientAddress() != null && !peer.getClientAddress().isEmpty()) {
+        return peer.getClientAddress();
+      }
+    } catch (IOException | RuntimeException e) {
+      // a replica Ratis closed: no leader known
+    }
+    return elsewhere(conf);
+  }
+
+  /**
+   * With no leader known: the client address of a member of {@code conf} if this node is not one
+   * (its replica of the group was moved away, and Ratis may have closed it), so that a client that
+   * knows only this node still finds the group; else empty, the client trying its next server.
+   */
+  private String elsewhere(RaftConfiguration conf) {
+    String self = server.getId().toString();
+    List<RaftPeer> members = new java.util.ArrayList<>(conf.getCurrentPeers());
+    if (members.isEmpty() || members.stream().anyMatch(p -> p.getId().toString().equals(self))) {
+      return "";
+    }
+    RaftPeer p = members.get(Math.floorMod(hints.getAndIncrement(), members.size()));
+    return p.getClientAddress() == null ? "" : p.getClientAddress();
   }
 
   /**

@@ -59,8 +59,9 @@ import java.util.List;
  *     HTTPS and requires client certificates; without TLS it must be a loopback address.
  * @param join the node joins an existing cluster as a new member: it starts with no members,
  *     neither votes nor campaigns, and waits for a membership change that adds it ({@code idem
- *     member add}); {@code peers} then holds only this node. Ignored once its data directory holds
- *     a Raft configuration (a restart), which then names the members.
+ *     member add}); {@code peers} then holds only this node. With several groups it hosts every
+ *     group, a member of none, and each group adds it on its own ({@code idem group move}). Ignored
+ *     once its data directory holds a Raft configuration (a restart), which then names the members.
  * @param connectionLimits bounds on the client port's connections (per client, calls per
  *     connection, idle time, age); node-local
  * @param bootstrapQuotas the default quotas a new cluster's bootstrap sets (fields left 0: the
@@ -182,11 +183,6 @@ public record ServerConfig(
     if (groups < 1 || groups > io.idem.proto.Partitions.MAX_GROUPS) {
       throw new IllegalArgumentException(
           "groups must be in [1, " + io.idem.proto.Partitions.MAX_GROUPS + "], got " + groups);
-    }
-    if (join && groups > 1) {
-      throw new IllegalArgumentException(
-          "a node cannot join a cluster of several groups yet: membership changes move one group"
-              + " at a time, which `idem member` does not do");
     }
     positive("tickIntervalMs", tickIntervalMs);
     positive("electionTimeoutMinMs", electionTimeoutMinMs);

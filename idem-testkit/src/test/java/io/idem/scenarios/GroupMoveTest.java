@@ -1,0 +1,191 @@
+package io.idem.scenarios;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.idem.client.ClusterStatus;
+import io.idem.client.IdemClient;
+import io.idem.client.InvalidArgumentException;
+import io.idem.client.KeyValue;
+import io.idem.client.MembershipChange;
+import io.idem.proto.Partitions;
+import io.idem.proto.StatusReply;
+import io.idem.server.IdemServer;
+import io.idem.server.ServerConfig;
+import io.idem.testkit.Eventually;
+import io.idem.testkit.LocalCluster;
+import io.idem.testkit.RawSession;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Moving one group's replica to a new node ({@code idem group move}): a node started with {@code
+ * join} and the cluster's number of groups hosts every group as a member of none; group 2's
+ * configuration change adds it and then removes n3, under a client appending to group 2 the whole
+ * time. Every acknowledged append is in the list once, the other groups keep their members, the new
+ * replica holds the group's state, and a client that knows only n3 still reaches group 2.
+ */
+@Timeout(240)
+class GroupMoveTest {
+  private static final int GROUPS = 4;
+  private static final int MOVED = 2;
+
+  @TempDir Path dir;
+
+  private static String keyOf(String prefix, int group) {
+    for (int i = 0; ; i++) {
+      String k = prefix + "-" + i;
+      if (Partitions.groupOf(Partitions.of(k), GROUPS) == group) {
+        return k;
+      }
+    }
+  }
+
+  private static StatusReply statusOf(String clientAddress, int group) {
+    try (RawSession raw = new RawSession(clientAddress, group)) {
+      return raw.status();
+    }
+  }
+
+  @Test
+  void aGroupsReplicaMovesToAJoinedNodeUnderWritesAndOnlyThatGroupChanges() throws Exception {
+    String list = keyOf("moved", MOVED);
+    try (LocalCluster c = LocalCluster.start(3, dir.resolve("c"), b -> b.groups(GROUPS));
+        IdemClient client =
+            IdemClient.builder()
+                .servers(c.clientAddresses())
+                .requestTimeout(Duration.ofSeconds(30))
+                .build()) {
+      ServerConfig c4 =
+          ServerConfig.builder()
+              .id("n4")
+              .dataDir(dir.resolve("n4"))
+              .peers(
+                  List.of(
+                      new ServerConfig.Peer(
+                          "n4",
+                          "127.0.0.1:" + LocalCluster.freePort(),
+                          "127.0.0.1:" + LocalCluster.freePort())))
+              .groups(GROUPS)
+              .join(true)
+              .build();
+      try (IdemServer n4 = IdemServer.start(c4)) {
+        ClusterStatus.Member m4 =
+            new ClusterStatus.Member("n4", c4.self().raftAddress(), c4.self().clientAddress());
+        assertThat(n4.groupNumbers()).hasSize(GROUPS + 1);
+        for (int g = 0; g <= GROUPS; g++) {
+          assertThat(statusOf(c4.self().clientAddress(), g).getMembersList())
+              .as("the joined node is a member of no group yet (group %d)", g)
+              .isEmpty();
+        }
+        // The whole-cluster change stays refused: it would change one group only.
+        MembershipChange whole =
+            client.changeMembers(List.of(m4), List.of(), Duration.ofSeconds(10));
+        assertThat(whole.committed()).isFalse();
+        assertThat(whole.message()).contains("idem group move");
+
+        // A writer appends to the moved group throughout.
+        ConcurrentLinkedQueue<String> acked = new ConcurrentLinkedQueue<>();
+        AtomicBoolean stop = new AtomicBoolean();
+        List<Throwable> failures = new java.util.concurrent.CopyOnWriteArrayList<>();
+        Thread writer =
+            new Thread(
+                () -> {
+                  for (int i = 0; !stop.get() && i < 100_000; i++) {
+                    String v = "v" + i;
+                    try {
+                      client.append(list, v.getBytes(StandardCharsets.UTF_8));
+                      acked.add(v);
+                    } catch (RuntimeException e) {
+                      failures.add(e);
+                      return;
+                    }
+                  }
+                },
+                "writer");
+        writer.start();
+        Eventually.until("appends acknowledged", Duration.ofSeconds(30), () -> acked.size() > 20);
+
+        MembershipChange added =
+            client.changeMembers(MOVED, List.of(m4), List.of(), Duration.ofSeconds(60));
+        assertThat(added.committed()).as(added.message()).isTrue();
+        assertThat(added.members())
+            .extracting(ClusterStatus.Member::id)
+            .containsExactlyInAnyOrder("n1", "n2", "n3", "n4");
+        MembershipChange removed =
+            client.changeMembers(MOVED, List.of(), List.of("n3"), Duration.ofSeconds(60));
+        assertThat(removed.committed()).as(removed.message()).isTrue();
+        assertThat(removed.members())
+            .extracting(ClusterStatus.Member::id)
+            .containsExactlyInAnyOrder("n1", "n2", "n4");
+        int before = acked.size();
+        Eventually.until(
+            "appends go on after the move",
+            Duration.ofSeconds(30),
+            () -> acked.size() > before + 20);
+        stop.set(true);
+        writer.join(60_000);
+        assertThat(failures).as("the writer's failures").isEmpty();
+
+        // Exactly once, in order: every acknowledged append once, nothing else.
+        List<String> elements = new ArrayList<>();
+        client
+            .get(list)
+            .map(KeyValue::elements)
+            .orElseThrow()
+            .forEach(b -> elements.add(new String(b, StandardCharsets.UTF_8)));
+        assertThat(elements).containsExactlyElementsOf(acked);
+
+        // The other groups kept their members; the new replica holds group 2's state.
+        for (int g = 0; g <= GROUPS; g++) {
+          if (g != MOVED) {
+            assertThat(client.status(g).members())
+                .as("group %d's members", g)
+                .extracting(ClusterStatus.Member::id)
+                .containsExactlyInAnyOrder("n1", "n2", "n3");
+          }
+        }
+        long leaderApplied = client.status(MOVED).appliedIndex();
+        Eventually.until(
+            "n4's replica of group " + MOVED + " catches up",
+            Duration.ofSeconds(30),
+            () -> statusOf(c4.self().clientAddress(), MOVED).getAppliedIndex() >= leaderApplied);
+        assertThat(statusOf(c4.self().clientAddress(), MOVED).getKeys())
+            .isEqualTo(statusOf(c.clientAddress(0), MOVED).getKeys());
+
+        // A client that knows n3 only: n3 left group 2, and its answers lead the call to a member.
+        try (IdemClient viaN3 =
+            IdemClient.builder()
+                .servers(List.of(c.clientAddress(2)))
+                .requestTimeout(Duration.ofSeconds(30))
+                .build()) {
+          viaN3.append(list, "via-n3".getBytes(StandardCharsets.UTF_8));
+        }
+        Set<String> after = new HashSet<>();
+        client
+            .get(list)
+            .orElseThrow()
+            .elements()
+            .forEach(b -> after.add(new String(b, StandardCharsets.UTF_8)));
+        assertThat(after).contains("via-n3");
+
+        // Bad input changes nothing.
+        org.assertj.core.api.Assertions.assertThatThrownBy(
+                () ->
+                    client.changeMembers(
+                        GROUPS + 1, List.of(), List.of("n1"), Duration.ofSeconds(5)))
+            .isInstanceOf(InvalidArgumentException.class)
+            .hasMessageContaining("no group " + (GROUPS + 1));
+      }
+    }
+  }
+}
