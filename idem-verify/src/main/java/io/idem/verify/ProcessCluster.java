@@ -192,6 +192,17 @@ public final class ProcessCluster implements AutoCloseable {
    */
   public ClusterStatus.Member[] changeMembers(
       List<ClusterStatus.Member> add, List<String> remove, Duration timeout) {
+    return changeMembers(-1, add, remove, timeout);
+  }
+
+  /**
+   * Changes the members of group {@code group} of a cluster of several ({@code idem group move}'s
+   * call), or of the cluster ({@code group} -1), as {@link #changeMembers(List, List, Duration)}.
+   *
+   * @throws IllegalStateException if the change did not commit
+   */
+  public ClusterStatus.Member[] changeMembers(
+      int group, List<ClusterStatus.Member> add, List<String> remove, Duration timeout) {
     List<String> live = new ArrayList<>();
     for (int i = 0; i < size(); i++) {
       if (isRunning(i)) {
@@ -205,11 +216,21 @@ public final class ProcessCluster implements AutoCloseable {
             .requestTimeout(Duration.ofSeconds(5))
             .tls(tls("admin"))
             .build()) {
-      c = client.changeMembers(add, remove, timeout);
+      c =
+          group < 0
+              ? client.changeMembers(add, remove, timeout)
+              : client.changeMembers(group, add, remove, timeout);
     }
     if (!c.committed()) {
       throw new IllegalStateException(
-          "membership change (add " + add + ", remove " + remove + ") failed: " + c.message());
+          "membership change"
+              + (group < 0 ? "" : " of group " + group)
+              + " (add "
+              + add
+              + ", remove "
+              + remove
+              + ") failed: "
+              + c.message());
     }
     changed(add, remove);
     return c.members().toArray(new ClusterStatus.Member[0]);
@@ -236,7 +257,9 @@ public final class ProcessCluster implements AutoCloseable {
   /**
    * The lost-disk procedure on node {@code i}: kill -9, delete its data directory, start an empty
    * node in its slot under a new id (new ports and proxy: {@code idem server --join}), add it, and
-   * once that committed remove the old id. Returns the new id.
+   * once that committed remove the old id. Returns the new id. In a cluster of several groups every
+   * group moves its replica from the old id to the new one in turn, the metadata group first
+   * ({@code idem group move}), while the others serve.
    *
    * @throws IllegalStateException if a change did not commit within {@code timeout}
    */
@@ -258,36 +281,70 @@ public final class ProcessCluster implements AutoCloseable {
     // The old member's data is gone: until the new one is added, the members count a node that
     // will never answer. So each change is tried again, as an operator would, while faults or a
     // slow machine keep it from committing.
-    changeMembersPatiently(List.of(member(i)), List.of(), timeout);
-    changeMembersPatiently(List.of(), List.of(old), timeout);
+    if (groups == 1) {
+      changeMembersPatiently(-1, List.of(member(i)), List.of(), timeout);
+      changeMembersPatiently(-1, List.of(), List.of(old), timeout);
+    } else {
+      for (int g = 0; g <= groups; g++) {
+        changeMembersPatiently(g, List.of(member(i)), List.of(), timeout);
+        changeMembersPatiently(g, List.of(), List.of(old), timeout);
+      }
+    }
     return id(i);
   }
 
   private static final int CHANGE_ATTEMPTS = 5;
 
-  /** Whether the leader's configuration has every added member voting and no removed one. */
-  private boolean changeHolds(List<ClusterStatus.Member> add, List<String> remove) {
-    Optional<StatusReply> s = leader().flatMap(this::status);
-    if (s.isEmpty()) {
-      return false;
+  /**
+   * Whether the leader's configuration (of group {@code group}, -1: the cluster's) has every added
+   * member voting and no removed one.
+   */
+  private boolean changeHolds(int group, List<ClusterStatus.Member> add, List<String> remove) {
+    List<String> voters;
+    if (group < 0) {
+      Optional<StatusReply> s = leader().flatMap(this::status);
+      if (s.isEmpty()) {
+        return false;
+      }
+      voters =
+          s.get().getMembersList().stream()
+              .filter(io.idem.proto.Member::getVoter)
+              .map(io.idem.proto.Member::getId)
+              .toList();
+    } else {
+      List<String> live = new ArrayList<>();
+      for (int i = 0; i < size(); i++) {
+        if (isRunning(i)) {
+          live.add(listenAddress(i));
+        }
+      }
+      try (IdemClient client =
+          IdemClient.builder()
+              .servers(String.join(",", live))
+              .requestTimeout(Duration.ofSeconds(5))
+              .tls(tls("admin"))
+              .build()) {
+        voters =
+            client.status(group).members().stream()
+                .filter(ClusterStatus.Member::voter)
+                .map(ClusterStatus.Member::id)
+                .toList();
+      } catch (RuntimeException e) {
+        return false;
+      }
     }
-    List<String> voters =
-        s.get().getMembersList().stream()
-            .filter(io.idem.proto.Member::getVoter)
-            .map(io.idem.proto.Member::getId)
-            .toList();
     return add.stream().allMatch(m -> voters.contains(m.id()))
         && remove.stream().noneMatch(voters::contains);
   }
 
   private void changeMembersPatiently(
-      List<ClusterStatus.Member> add, List<String> remove, Duration timeout) {
+      int group, List<ClusterStatus.Member> add, List<String> remove, Duration timeout) {
     for (int attempt = 1; ; attempt++) {
       try {
-        changeMembers(add, remove, timeout);
+        changeMembers(group, add, remove, timeout);
         return;
       } catch (IllegalStateException e) {
-        if (changeHolds(add, remove)) {
+        if (changeHolds(group, add, remove)) {
           changed(add, remove); // it committed, and only its answer was lost
           return;
         }

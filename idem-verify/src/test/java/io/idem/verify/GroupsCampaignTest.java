@@ -12,8 +12,8 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The campaign on a cluster of eight data groups ({@code idem verify --groups 8}): three server
  * processes each hosting the metadata group and groups 1 to 8, the ci profile's clients spread over
- * the groups by their keys, and the ci profile's faults but the node replacement (membership
- * changes move one group at a time, which the replacement does not do): kill -9 and SIGSTOP of
+ * the groups by their keys, and the ci profile's faults but the node replacement (which moves every
+ * group in turn and takes most of a 60 s run: runs from 3 minutes have it): kill -9 and SIGSTOP of
  * leaders (of group 1, which each group's leader may share) and followers, wiped leaders rejoining
  * every group, lost responses, resets, delays, a client process killed and resumed from its
  * identity files, and partitions between the servers. The checkers judge per key, and so per
