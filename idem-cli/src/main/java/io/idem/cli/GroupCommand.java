@@ -142,57 +142,8 @@ final class GroupCommand {
 
     @Override
     public Integer call() {
-      PrintWriter err = spec.commandLine().getErr();
-      ClusterStatus.Member m;
-      try {
-        m = MemberCommand.member(id, raftAddress, clientAddress);
-      } catch (IllegalArgumentException e) {
-        err.println("idem: " + e.getMessage() + " (see --help)");
-        return 2;
-      }
-      if (from.equals(id)) {
-        err.println("idem: --from and --id name the same node, " + id + " (see --help)");
-        return 2;
-      }
-      // Check the group and the old member before adding anything, so that a typo changes nothing.
-      ClusterStatus before;
-      try (IdemClient client = MemberCommand.client(options)) {
-        before = client.status(group);
-      } catch (IdemException e) {
-        err.println("idem: refused, nothing changed: " + e.getMessage());
-        return 1;
-      }
-      if (before.members().stream().noneMatch(x -> x.id().equals(from))) {
-        err.println(
-            "idem: refused, nothing changed: " + from + " holds no replica of group " + group);
-        MemberCommand.printMembers(err, before.members());
-        return 1;
-      }
-      String in = " in group " + group;
-      int added =
-          MemberCommand.change(
-              options, spec, group, List.of(m), List.of(), wait, "adding " + id + in);
-      if (added != 0) {
-        return added;
-      }
-      int removed =
-          MemberCommand.change(
-              options, spec, group, List.of(), List.of(from), wait, "removing " + from + in);
-      if (removed != 0) {
-        err.println(
-            "idem: "
-                + id
-                + " was added to group "
-                + group
-                + " but "
-                + from
-                + " is still a member of it: run `idem group remove --group "
-                + group
-                + " --id "
-                + from
-                + "`");
-      }
-      return removed;
+      return MemberCommand.replace(
+          options, spec, group, from, id, raftAddress, clientAddress, wait);
     }
   }
 }

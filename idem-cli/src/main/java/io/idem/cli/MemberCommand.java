@@ -296,46 +296,80 @@ final class MemberCommand {
 
     @Override
     public Integer call() {
-      PrintWriter err = spec.commandLine().getErr();
-      ClusterStatus.Member m;
-      try {
-        m = member(id, raftAddress, clientAddress);
-      } catch (IllegalArgumentException e) {
-        err.println("idem: " + e.getMessage() + " (see --help)");
-        return 2;
-      }
-      if (old.equals(id)) {
-        err.println(
-            "idem: the new member needs a new id, not "
-                + id
-                + " (a node never comes back under its old id: docs/OPERATIONS.md) (see --help)");
-        return 2;
-      }
-      // Check the old id before adding anything, so that a typo changes nothing.
-      Optional<ClusterStatus> before = leaderStatus(options);
-      if (before.isPresent()
-          && before.get().members().stream().noneMatch(x -> x.id().equals(old))) {
-        err.println("idem: refused, nothing changed: no member " + old + " to replace");
-        printMembers(err, before.get().members());
+      return replace(options, spec, -1, old, id, raftAddress, clientAddress, wait);
+    }
+  }
+
+  /**
+   * Replaces member {@code old} of group {@code group} (-1: of the cluster, as a cluster of one
+   * group) by a new member: checks the input and that {@code old} is a member, adds the new one,
+   * and once that committed removes {@code old}. Prints each step; the exit code.
+   */
+  static int replace(
+      ClientOptions options,
+      CommandSpec spec,
+      int group,
+      String old,
+      String id,
+      String raftAddress,
+      String clientAddress,
+      Duration wait) {
+    PrintWriter err = spec.commandLine().getErr();
+    ClusterStatus.Member m;
+    try {
+      m = member(id, raftAddress, clientAddress);
+    } catch (IllegalArgumentException e) {
+      err.println("idem: " + e.getMessage() + " (see --help)");
+      return 2;
+    }
+    if (old.equals(id)) {
+      err.println(
+          "idem: the new member needs a new id, not "
+              + id
+              + " (a node never comes back under its old id: docs/OPERATIONS.md) (see --help)");
+      return 2;
+    }
+    // Check the old id before adding anything, so that a typo changes nothing.
+    Optional<ClusterStatus> before;
+    if (group < 0) {
+      before = leaderStatus(options);
+    } else {
+      try (IdemClient client = client(options)) {
+        before = Optional.of(client.status(group));
+      } catch (io.idem.client.IdemException e) {
+        err.println("idem: refused, nothing changed: " + e.getMessage());
         return 1;
       }
-      int added = change(options, spec, List.of(m), List.of(), wait, "adding " + id);
-      if (added != 0) {
-        return added;
-      }
-      int removed = change(options, spec, List.of(), List.of(old), wait, "removing " + old);
-      if (removed != 0) {
-        err.println(
-            "idem: "
-                + id
-                + " was added but "
-                + old
-                + " is still a member: run `idem member remove --id "
-                + old
-                + "`");
-      }
-      return removed;
     }
+    String in = group < 0 ? "" : " in group " + group;
+    if (before.isPresent() && before.get().members().stream().noneMatch(x -> x.id().equals(old))) {
+      err.println(
+          "idem: refused, nothing changed: "
+              + (group < 0 ? "no member " + old + " to replace" : old + " holds no replica" + in));
+      printMembers(err, before.get().members());
+      return 1;
+    }
+    int added = change(options, spec, group, List.of(m), List.of(), wait, "adding " + id + in);
+    if (added != 0) {
+      return added;
+    }
+    int removed =
+        change(options, spec, group, List.of(), List.of(old), wait, "removing " + old + in);
+    if (removed != 0) {
+      err.println(
+          "idem: "
+              + id
+              + " was added"
+              + in
+              + " but "
+              + old
+              + " is still a member: run `"
+              + (group < 0
+                  ? "idem member remove --id " + old
+                  : "idem group remove --group " + group + " --id " + old)
+              + "`");
+    }
+    return removed;
   }
 
   /** A member from the options; IllegalArgumentException names a bad part. */

@@ -11,7 +11,6 @@ import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -78,19 +77,7 @@ class GroupsCommandTest {
   void groupMoveMovesOneGroupsReplicaAndRefusesATypoWithoutChangingAnything() throws Exception {
     try (LocalCluster c = LocalCluster.start(3, dir.resolve("c"), b -> b.groups(3))) {
       String servers = String.join(",", c.clientAddresses());
-      ServerConfig c4 =
-          ServerConfig.builder()
-              .id("n4")
-              .dataDir(dir.resolve("n4"))
-              .peers(
-                  List.of(
-                      new ServerConfig.Peer(
-                          "n4",
-                          "127.0.0.1:" + LocalCluster.freePort(),
-                          "127.0.0.1:" + LocalCluster.freePort())))
-              .groups(3)
-              .join(true)
-              .build();
+      ServerConfig c4 = LocalCluster.joiner(dir.resolve("n4"), "n4").groups(3).build();
       try (IdemServer n4 = IdemServer.start(c4)) {
         String[] move = {
           "group",

@@ -84,6 +84,21 @@ public final class LocalCluster implements AutoCloseable {
     return new LocalCluster(n, baseDir, (i, b) -> tuning.apply(b));
   }
 
+  /**
+   * The configuration of a node {@code id} that joins a cluster ({@code idem server --join}), its
+   * data in {@code dataDir}, on two free loopback ports; the caller adds what else it needs (the
+   * cluster's {@code groups}, for one) and builds it.
+   */
+  public static ServerConfig.Builder joiner(Path dataDir, String id) {
+    return ServerConfig.builder()
+        .id(id)
+        .dataDir(dataDir)
+        .peers(
+            List.of(
+                new ServerConfig.Peer(id, "127.0.0.1:" + freePort(), "127.0.0.1:" + freePort())))
+        .join(true);
+  }
+
   /** How many nodes the cluster has (live or not). */
   public int size() {
     return nodes.length;

@@ -65,19 +65,7 @@ class GroupMoveTest {
                 .servers(c.clientAddresses())
                 .requestTimeout(Duration.ofSeconds(30))
                 .build()) {
-      ServerConfig c4 =
-          ServerConfig.builder()
-              .id("n4")
-              .dataDir(dir.resolve("n4"))
-              .peers(
-                  List.of(
-                      new ServerConfig.Peer(
-                          "n4",
-                          "127.0.0.1:" + LocalCluster.freePort(),
-                          "127.0.0.1:" + LocalCluster.freePort())))
-              .groups(GROUPS)
-              .join(true)
-              .build();
+      ServerConfig c4 = LocalCluster.joiner(dir.resolve("n4"), "n4").groups(GROUPS).build();
       try (IdemServer n4 = IdemServer.start(c4)) {
         ClusterStatus.Member m4 =
             new ClusterStatus.Member("n4", c4.self().raftAddress(), c4.self().clientAddress());

@@ -30,17 +30,7 @@ class MembershipTest {
   @TempDir Path dir;
 
   private static ServerConfig joiner(Path dir, String id) {
-    return ServerConfig.builder()
-        .id(id)
-        .dataDir(dir.resolve(id))
-        .peers(
-            List.of(
-                new ServerConfig.Peer(
-                    id,
-                    "127.0.0.1:" + LocalCluster.freePort(),
-                    "127.0.0.1:" + LocalCluster.freePort())))
-        .join(true)
-        .build();
+    return LocalCluster.joiner(dir.resolve(id), id).build();
   }
 
   private static ClusterStatus.Member member(ServerConfig c) {

@@ -203,19 +203,8 @@ public final class ProcessCluster implements AutoCloseable {
    */
   public ClusterStatus.Member[] changeMembers(
       int group, List<ClusterStatus.Member> add, List<String> remove, Duration timeout) {
-    List<String> live = new ArrayList<>();
-    for (int i = 0; i < size(); i++) {
-      if (isRunning(i)) {
-        live.add(listenAddress(i));
-      }
-    }
     MembershipChange c;
-    try (IdemClient client =
-        IdemClient.builder()
-            .servers(String.join(",", live))
-            .requestTimeout(Duration.ofSeconds(5))
-            .tls(tls("admin"))
-            .build()) {
+    try (IdemClient client = adminClient()) {
       c =
           group < 0
               ? client.changeMembers(add, remove, timeout)
@@ -234,6 +223,24 @@ public final class ProcessCluster implements AutoCloseable {
     }
     changed(add, remove);
     return c.members().toArray(new ClusterStatus.Member[0]);
+  }
+
+  /**
+   * A client of the running nodes, asked directly (not through their proxies), as the admin under
+   * TLS, with a 5 s request timeout.
+   */
+  private IdemClient adminClient() {
+    List<String> live = new ArrayList<>();
+    for (int i = 0; i < size(); i++) {
+      if (isRunning(i)) {
+        live.add(listenAddress(i));
+      }
+    }
+    return IdemClient.builder()
+        .servers(String.join(",", live))
+        .requestTimeout(Duration.ofSeconds(5))
+        .tls(tls("admin"))
+        .build();
   }
 
   /** Notes a committed change in the slots. */
@@ -312,18 +319,7 @@ public final class ProcessCluster implements AutoCloseable {
               .map(io.idem.proto.Member::getId)
               .toList();
     } else {
-      List<String> live = new ArrayList<>();
-      for (int i = 0; i < size(); i++) {
-        if (isRunning(i)) {
-          live.add(listenAddress(i));
-        }
-      }
-      try (IdemClient client =
-          IdemClient.builder()
-              .servers(String.join(",", live))
-              .requestTimeout(Duration.ofSeconds(5))
-              .tls(tls("admin"))
-              .build()) {
+      try (IdemClient client = adminClient()) {
         voters =
             client.status(group).members().stream()
                 .filter(ClusterStatus.Member::voter)
