@@ -509,7 +509,12 @@ public final class ServerCommand implements Callable<Integer> {
             + config.dataDir().toAbsolutePath()
             + ", "
             + (joining
-                ? "joining: waiting for `idem member add --id " + config.id() + "`"
+                ? (config.groups() == 1
+                    ? "joining: waiting for `idem member add --id " + config.id() + "`"
+                    : "joining: hosting every group, a member of none, until `idem group move"
+                        + " --id "
+                        + config.id()
+                        + "` adds it to one")
                 : config.peers().size() + " member(s)")
             + (config.adminAddress().isEmpty()
                 ? ""

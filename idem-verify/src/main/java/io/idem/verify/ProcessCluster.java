@@ -339,7 +339,9 @@ public final class ProcessCluster implements AutoCloseable {
       try {
         changeMembers(group, add, remove, timeout);
         return;
-      } catch (IllegalStateException e) {
+      } catch (IllegalStateException | io.idem.client.IdemException e) {
+        // Refused, not committed in time, or no leader answered in time (a fault or an election
+        // under way): tried again, as an operator would.
         if (changeHolds(group, add, remove)) {
           changed(add, remove); // it committed, and only its answer was lost
           return;
