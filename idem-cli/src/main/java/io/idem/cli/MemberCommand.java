@@ -345,7 +345,9 @@ final class MemberCommand {
     if (before.isPresent() && before.get().members().stream().noneMatch(x -> x.id().equals(old))) {
       err.println(
           "idem: refused, nothing changed: "
-              + (group < 0 ? "no member " + old + " to replace" : old + " holds no replica" + in));
+              + (group < 0
+                  ? "no member " + old + " to replace"
+                  : old + " holds no replica of group " + group));
       printMembers(err, before.get().members());
       return 1;
     }
