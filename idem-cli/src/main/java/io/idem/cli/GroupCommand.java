@@ -14,17 +14,23 @@ import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
 
 /**
- * {@code idem group members|move}: the members of one Raft group of a cluster of several, and
- * moving a group's replica from one node to another through that group's own configuration change
- * (the ChangeMembers RPC naming the group; docs/OPERATIONS.md, "Moving a group").
+ * {@code idem group members|add|move|remove}: the members of one Raft group of a cluster of
+ * several, and moving a group's replica from one node to another through that group's own
+ * configuration change (the ChangeMembers RPC naming the group; docs/OPERATIONS.md, "Moving a
+ * group").
  */
 @Command(
     name = "group",
     mixinStandardHelpOptions = true,
     description =
-        "One Raft group of a cluster of several: list its members, or move its replica from one"
-            + " node to another.",
-    subcommands = {GroupCommand.Members.class, GroupCommand.Move.class, GroupCommand.Remove.class})
+        "One Raft group of a cluster of several: list its members, add a node to it, or move its"
+            + " replica from one node to another.",
+    subcommands = {
+      GroupCommand.Members.class,
+      GroupCommand.Add.class,
+      GroupCommand.Move.class,
+      GroupCommand.Remove.class
+    })
 final class GroupCommand {
   private GroupCommand() {}
 
@@ -60,6 +66,56 @@ final class GroupCommand {
         spec.commandLine().getErr().println("idem: " + e.getMessage());
         return 1;
       }
+    }
+  }
+
+  @Command(
+      name = "add",
+      mixinStandardHelpOptions = true,
+      description =
+          "Adds node --id (started first with `idem server --join --groups G`) to group --group: it"
+              + " catches up, then votes. A node joins the metadata group (0) before any data"
+              + " group, whose leaders check clients' registrations in their replica of group 0.")
+  static final class Add implements Callable<Integer> {
+    @Mixin ClientOptions options;
+    @Spec CommandSpec spec;
+
+    @Option(names = "--group", required = true, description = "The group: 0 (metadata) to G.")
+    int group;
+
+    @Option(names = "--id", required = true, description = "The node that joins the group.")
+    String id;
+
+    @Option(
+        names = "--raft-address",
+        required = true,
+        description = "host:port where its peers reach the new node.")
+    String raftAddress;
+
+    @Option(
+        names = "--client-address",
+        required = true,
+        description = "host:port where clients reach the new node.")
+    String clientAddress;
+
+    @Option(
+        names = "--wait",
+        defaultValue = MemberCommand.DEFAULT_WAIT,
+        converter = DurationConverter.class,
+        description = "How long the change may take. Default: ${DEFAULT-VALUE}.")
+    Duration wait;
+
+    @Override
+    public Integer call() {
+      ClusterStatus.Member m;
+      try {
+        m = MemberCommand.member(id, raftAddress, clientAddress);
+      } catch (IllegalArgumentException e) {
+        spec.commandLine().getErr().println("idem: " + e.getMessage() + " (see --help)");
+        return 2;
+      }
+      return MemberCommand.change(
+          options, spec, group, List.of(m), List.of(), wait, "adding " + id + " in group " + group);
     }
   }
 

@@ -98,6 +98,26 @@ class GroupsCommandTest {
         assertThat(run(move)).isEqualTo(1);
         assertThat(err.toString()).contains("n9 holds no replica of group 3");
         move[7] = "n2";
+        // Not yet a member of the metadata group: refused, and the command says what to run.
+        assertThat(run(move)).isEqualTo(1);
+        assertThat(err.toString()).contains("idem group add --group 0 --id n4");
+        assertThat(
+                run(
+                    "group",
+                    "add",
+                    "--servers",
+                    servers,
+                    "--group",
+                    "0",
+                    "--id",
+                    "n4",
+                    "--raft-address",
+                    c4.self().raftAddress(),
+                    "--client-address",
+                    c4.self().clientAddress()))
+            .as("stderr: %s", err)
+            .isZero();
+        assertThat(out.toString()).contains("adding n4 in group 0 committed");
         assertThat(run(move)).as("stderr: %s", err).isZero();
         assertThat(out.toString())
             .contains("adding n4 in group 3 committed")

@@ -122,7 +122,10 @@ public final class IdemServer implements AutoCloseable {
               "idem-batcher-" + config.id() + (count == 1 ? "" : "-g" + g));
       Membership m =
           new Membership(
-              node, a -> probe(a, count == 1 ? -1 : g, config.tls()), machine::writeFormat);
+              node,
+              a -> probe(a, count == 1 ? -1 : g, config.tls()),
+              machine::writeFormat,
+              count == 1 ? (added, removed) -> null : (added, removed) -> order(g, added, removed));
       FrontDoor door =
           new FrontDoor(
               node,
@@ -520,7 +523,8 @@ public final class IdemServer implements AutoCloseable {
           .setLeaderId(info.getLeaderId() == null ? "" : info.getLeaderId().toString())
           .setLeaderAddress(node.leaderClientAddress());
     } catch (IOException e) {
-      b.setRole("UNAVAILABLE");
+      b.setRole(node.isClosed() ? "CLOSED" : "UNAVAILABLE")
+          .setLeaderAddress(node.leaderClientAddress());
     }
     // The configuration in force (it changes with `idem member`), not the peers this node started
     // with.
@@ -560,7 +564,8 @@ public final class IdemServer implements AutoCloseable {
           .setLeaderId(info.getLeaderId() == null ? "" : info.getLeaderId().toString())
           .setLeaderAddress(group.raft().leaderClientAddress());
     } catch (IOException e) {
-      b.setRole("UNAVAILABLE");
+      b.setRole(group.raft().isClosed() ? "CLOSED" : "UNAVAILABLE")
+          .setLeaderAddress(group.raft().leaderClientAddress());
     }
     b.addAllMembers(group.membership().members());
     return b.build();
@@ -640,6 +645,67 @@ public final class IdemServer implements AutoCloseable {
           + clientId;
     }
     return null;
+  }
+
+  /**
+   * What a change of group {@code g}'s members must not do in a cluster of several groups, or null.
+   * A data group's leader checks each client's registration in its own replica of the metadata
+   * group ({@link #identityCheck}), which follows that group's log only on its members: so a node
+   * joins a data group only once it is a member of the metadata group, and leaves the metadata
+   * group only once it left every data group. Judged on this node's replicas; a data group's
+   * members are read only where this node is one of them (elsewhere its view may be old).
+   */
+  private String order(int g, List<String> added, List<String> removed) {
+    if (g > 0) {
+      java.util.Set<String> meta = memberIds(groups.get(0).raft(), false);
+      for (String id : added) {
+        if (!meta.contains(id)) {
+          return id
+              + " is not a member of the metadata group (0): a data group's leader checks its"
+              + " clients' registrations in its own replica of group 0, so a node joins group 0"
+              + " first: idem group add --group 0 --id "
+              + id
+              + " (with its addresses)";
+        }
+      }
+      return null;
+    }
+    for (String id : removed) {
+      List<Integer> holding = new java.util.ArrayList<>();
+      for (Group each : groups.values()) {
+        if (each.number() > 0) {
+          java.util.Set<String> ids = memberIds(each.raft(), true);
+          if (ids.contains(config.id()) && ids.contains(id)) {
+            holding.add(each.number());
+          }
+        }
+      }
+      if (!holding.isEmpty()) {
+        return id
+            + " is still a member of data group(s) "
+            + holding
+            + ", whose leaders check clients' registrations in their replica of the metadata group:"
+            + " move those groups off it first (idem group move --group G --from "
+            + id
+            + " ...)";
+      }
+    }
+    return null;
+  }
+
+  /** The ids in {@code raft}'s configuration (with those leaving, if {@code leaving}). */
+  private static java.util.Set<String> memberIds(RaftNode raft, boolean leaving) {
+    java.util.Set<String> ids = new java.util.HashSet<>();
+    try {
+      org.apache.ratis.server.RaftConfiguration conf = raft.configuration();
+      conf.getCurrentPeers().forEach(p -> ids.add(p.getId().toString()));
+      if (leaving) {
+        conf.getPreviousPeers().forEach(p -> ids.add(p.getId().toString()));
+      }
+    } catch (IOException e) {
+      // not running: no members known
+    }
+    return ids;
   }
 
   /** The hosted group numbers: {@code [1]}, or {@code [0, 1, ..., G]}. */

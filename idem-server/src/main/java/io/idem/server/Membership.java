@@ -69,10 +69,26 @@ final class Membership {
       RaftNode raft,
       Function<String, StatusReply> probe,
       java.util.function.IntSupplier formatInForce) {
+    this(raft, probe, formatInForce, (added, removed) -> null);
+  }
+
+  /**
+   * @param rule what the cluster refuses in a change (the ids added, the ids removed), or null: in
+   *     a cluster of several groups, the order of members between the metadata group and the data
+   *     groups ({@code IdemServer}); checked before the change reaches Ratis
+   */
+  Membership(
+      RaftNode raft,
+      Function<String, StatusReply> probe,
+      java.util.function.IntSupplier formatInForce,
+      java.util.function.BiFunction<List<String>, List<String>, String> rule) {
     this.raft = raft;
     this.probe = probe;
     this.formatInForce = formatInForce;
+    this.rule = rule;
   }
+
+  private final java.util.function.BiFunction<List<String>, List<String>, String> rule;
 
   void close() {
     worker.shutdownNow();
@@ -141,6 +157,12 @@ final class Membership {
     if (problem != null) {
       return CompletableFuture.completedFuture(
           answer(Code.INVALID_ARGUMENT, problem, members(conf)));
+    }
+    String refused =
+        rule.apply(req.getAddList().stream().map(Member::getId).toList(), req.getRemoveList());
+    if (refused != null) {
+      return CompletableFuture.completedFuture(
+          answer(Code.MEMBERSHIP_CHANGE_FAILED, refused, members(conf)));
     }
     long timeoutMs = req.getTimeoutMs() == 0 ? DEFAULT_TIMEOUT_MS : req.getTimeoutMs();
     if (timeoutMs < 0 || timeoutMs > MAX_TIMEOUT_MS) {

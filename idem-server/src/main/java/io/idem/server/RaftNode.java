@@ -269,8 +269,26 @@ final class RaftNode implements ReplicatedLog {
         });
   }
 
+  /**
+   * The division's view, if it runs. A replica that Ratis closed is treated as not there: a leader
+   * that commits a configuration without itself closes its replica, which then keeps reporting its
+   * last role (LEADER) and term.
+   */
   private DivisionInfo info() throws IOException {
-    return server.getDivision(groupId).getInfo();
+    DivisionInfo info = server.getDivision(groupId).getInfo();
+    if (!info.isAlive()) {
+      throw new IOException("this node's replica of group " + groupId + " is closed");
+    }
+    return info;
+  }
+
+  /** Whether Ratis closed this node's replica (it left the group's configuration, or failed). */
+  boolean isClosed() {
+    try {
+      return !server.getDivision(groupId).getInfo().isAlive();
+    } catch (IOException e) {
+      return false; // not there (yet): starting
+    }
   }
 
   @Override

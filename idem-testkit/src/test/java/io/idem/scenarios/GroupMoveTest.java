@@ -29,15 +29,17 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Moving one group's replica to a new node ({@code idem group move}): a node started with {@code
- * join} and the cluster's number of groups hosts every group as a member of none; group 2's
- * configuration change adds it and then removes n3, under a client appending to group 2 the whole
- * time. Every acknowledged append is in the list once, the other groups keep their members, the new
- * replica holds the group's state, and a client that knows only n3 still reaches group 2.
+ * join} and the cluster's number of groups hosts every group as a member of none; it joins the
+ * metadata group (a data group refuses it before), then group 3's configuration change adds it and
+ * then removes n3, group 3's leader, under a client appending to group 3 the whole time. Every
+ * acknowledged append is in the list once, the other groups keep their members, the new replica
+ * holds the group's state, n3's closed replica says so and names a member, and a client that knows
+ * only n3 still reaches group 3.
  */
 @Timeout(240)
 class GroupMoveTest {
   private static final int GROUPS = 4;
-  private static final int MOVED = 2;
+  private static final int MOVED = 3;
 
   @TempDir Path dir;
 
@@ -103,12 +105,27 @@ class GroupMoveTest {
         writer.start();
         Eventually.until("appends acknowledged", Duration.ofSeconds(30), () -> acked.size() > 20);
 
+        // A data group's leader checks registrations in its replica of the metadata group: a node
+        // joins group 0 before a data group, and the other way round is refused.
+        MembershipChange early =
+            client.changeMembers(MOVED, List.of(m4), List.of(), Duration.ofSeconds(60));
+        assertThat(early.committed()).isFalse();
+        assertThat(early.message())
+            .contains("n4 is not a member of the metadata group (0)")
+            .contains("idem group add --group 0 --id n4");
+        MembershipChange inMeta =
+            client.changeMembers(0, List.of(m4), List.of(), Duration.ofSeconds(60));
+        assertThat(inMeta.committed()).as(inMeta.message()).isTrue();
         MembershipChange added =
             client.changeMembers(MOVED, List.of(m4), List.of(), Duration.ofSeconds(60));
         assertThat(added.committed()).as(added.message()).isTrue();
         assertThat(added.members())
             .extracting(ClusterStatus.Member::id)
             .containsExactlyInAnyOrder("n1", "n2", "n3", "n4");
+        // n3 leads the group when it is removed (group 3 prefers it: RaftHost.preferredLeader), and
+        // Ratis's leader commits the configuration without itself and then closes its replica.
+        Eventually.until(
+            "n3 leads group " + MOVED, Duration.ofSeconds(60), () -> c.node(2).isLeader(MOVED));
         MembershipChange removed =
             client.changeMembers(MOVED, List.of(), List.of("n3"), Duration.ofSeconds(60));
         assertThat(removed.committed()).as(removed.message()).isTrue();
@@ -133,8 +150,18 @@ class GroupMoveTest {
             .forEach(b -> elements.add(new String(b, StandardCharsets.UTF_8)));
         assertThat(elements).containsExactlyElementsOf(acked);
 
-        // The other groups kept their members; the new replica holds group 2's state.
-        for (int g = 0; g <= GROUPS; g++) {
+        // n4 leaves the metadata group only once it left every data group.
+        MembershipChange leaveMeta =
+            client.changeMembers(0, List.of(), List.of("n4"), Duration.ofSeconds(60));
+        assertThat(leaveMeta.committed()).isFalse();
+        assertThat(leaveMeta.message())
+            .contains("n4 is still a member of data group(s) [" + MOVED + "]");
+
+        // The other groups kept their members; the new replica holds the moved group's state.
+        assertThat(client.status(0).members())
+            .extracting(ClusterStatus.Member::id)
+            .containsExactlyInAnyOrder("n1", "n2", "n3", "n4");
+        for (int g = 1; g <= GROUPS; g++) {
           if (g != MOVED) {
             assertThat(client.status(g).members())
                 .as("group %d's members", g)
@@ -150,7 +177,23 @@ class GroupMoveTest {
         assertThat(statusOf(c4.self().clientAddress(), MOVED).getKeys())
             .isEqualTo(statusOf(c.clientAddress(0), MOVED).getKeys());
 
-        // A client that knows n3 only: n3 left group 2, and its answers lead the call to a member.
+        // The removed replica no longer claims to lead: it says it is closed and names a member.
+        Set<String> members =
+            Set.of(c.clientAddress(0), c.clientAddress(1), c4.self().clientAddress());
+        Eventually.until(
+            "n3's replica of group " + MOVED + " says it is closed",
+            Duration.ofSeconds(30),
+            () -> statusOf(c.clientAddress(2), MOVED).getRole().equals("CLOSED"));
+        StatusReply gone = statusOf(c.clientAddress(2), MOVED);
+        assertThat(gone.getLeaderAddress()).as("n3's hint for group %d", MOVED).isIn(members);
+        assertThat(c.node(2).isLeader(MOVED)).isFalse();
+        assertThat(c.node(2).status().getGroupsList())
+            .filteredOn(gs -> gs.getGroup() == MOVED)
+            .singleElement()
+            .satisfies(gs -> assertThat(gs.getRole()).isEqualTo("CLOSED"));
+
+        // A client that knows n3 only: n3 left the group, and its answers lead the call to a
+        // member.
         try (IdemClient viaN3 =
             IdemClient.builder()
                 .servers(List.of(c.clientAddress(2)))

@@ -66,16 +66,41 @@ final class ClusterWatch {
     return Eventually.within(timeout, POLL, () -> cluster.leader().orElse(null));
   }
 
+  /** The node that says it leads group {@code group}, once one does; empty if none did. */
+  Optional<Integer> leaderWithin(int group, Duration timeout) throws InterruptedException {
+    return Eventually.within(
+        timeout,
+        POLL,
+        () -> {
+          for (int i = 0; i < cluster.size(); i++) {
+            if (cluster.isRunning(i)
+                && cluster.status(i, group).filter(s -> s.getRole().equals("LEADER")).isPresent()) {
+              return i;
+            }
+          }
+          return null;
+        });
+  }
+
   /**
    * Node {@code i}'s status once it applied {@code index}; empty if it did not within {@code
    * timeout}.
    */
   Optional<StatusReply> appliedWithin(int i, long index, Duration timeout)
       throws InterruptedException {
+    return appliedWithin(i, -1, index, timeout);
+  }
+
+  /**
+   * Node {@code i}'s status in group {@code group} (-1: none named) once it applied {@code index}
+   * there; empty if it did not within {@code timeout}.
+   */
+  Optional<StatusReply> appliedWithin(int i, int group, long index, Duration timeout)
+      throws InterruptedException {
     return Eventually.within(
         timeout,
         POLL,
-        () -> cluster.status(i).filter(s -> s.getAppliedIndex() >= index).orElse(null));
+        () -> cluster.status(i, group).filter(s -> s.getAppliedIndex() >= index).orElse(null));
   }
 
   /**

@@ -199,7 +199,13 @@ final class Nemesis {
         Thread.sleep(500 + r.nextInt(1_500));
         processes.restart(w);
       }
-      case WIPE_LEADER -> wipe(leader);
+      case WIPE_LEADER -> {
+        if (settings.groups() == 1) {
+          wipe(leader);
+        } else {
+          wipeInGroups(leader);
+        }
+      }
       case REPLACE_NODE -> {
         try {
           cluster.replaceWiped(r.nextBoolean() ? target : follower, Duration.ofSeconds(60));
@@ -261,6 +267,65 @@ final class Nemesis {
         s.get().getLogStartIndex() > 1
             ? "wipe leader (rejoined by snapshot install)"
             : "wipe leader (rejoined by log replay)");
+  }
+
+  /**
+   * The wipe in a cluster of several groups. The node that leads group 1 follows in other groups,
+   * and a leader that did not change keeps its old view of the wiped follower (its match index): it
+   * would probe the empty node from there forever instead of installing a snapshot (Ratis {@code
+   * LogAppenderBase.getNextIndexForInconsistency}), and that group never converges. So every node
+   * goes down with it and the others restart: each group, the metadata group included, elects a
+   * leader without the wiped node, afresh, before it comes back empty and must catch up in every
+   * group within 60 s.
+   */
+  private void wipeInGroups(Optional<Integer> known) throws InterruptedException {
+    Optional<Integer> leader =
+        known.isPresent() ? known : watch.leaderWithin(Duration.ofSeconds(10));
+    if (leader.isEmpty()) {
+      count("wipe leader (skipped: no leader for 10 s)");
+      return;
+    }
+    int victim = leader.get();
+    List<Integer> others = new ArrayList<>();
+    for (int i = 0; i < cluster.size(); i++) {
+      if (i != victim && cluster.isRunning(i)) {
+        others.add(i);
+      }
+    }
+    cluster.wipe(victim);
+    others.forEach(cluster::kill);
+    others.forEach(cluster::start);
+    for (int g = 0; g <= cluster.groups(); g++) {
+      if (watch.leaderWithin(g, Duration.ofSeconds(60)).isEmpty()) {
+        throw new IllegalStateException(
+            "group "
+                + g
+                + " elected no leader among the other nodes 60 s after wiping "
+                + cluster.id(victim)
+                + ": the campaign cannot go on safely");
+      }
+    }
+    cluster.start(victim);
+    boolean installed = false;
+    for (int g = 0; g <= cluster.groups(); g++) {
+      int group = g;
+      long target =
+          watch
+              .leaderWithin(g, Duration.ofSeconds(10))
+              .flatMap(l -> cluster.status(l, group))
+              .map(StatusReply::getAppliedIndex)
+              .orElse(0L);
+      Optional<StatusReply> s = watch.appliedWithin(victim, g, target, Duration.ofSeconds(60));
+      if (s.isEmpty()) {
+        count("wipe leader, every node restarted (group " + g + " not caught up in 60 s)");
+        return;
+      }
+      installed |= s.get().getLogStartIndex() > 1;
+    }
+    count(
+        installed
+            ? "wipe leader, every node restarted (rejoined by snapshot install)"
+            : "wipe leader, every node restarted (rejoined by log replay)");
   }
 
   /** Counts one fault (or event) under {@code label}. */

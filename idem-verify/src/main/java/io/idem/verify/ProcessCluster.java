@@ -17,7 +17,9 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
@@ -265,8 +267,8 @@ public final class ProcessCluster implements AutoCloseable {
    * The lost-disk procedure on node {@code i}: kill -9, delete its data directory, start an empty
    * node in its slot under a new id (new ports and proxy: {@code idem server --join}), add it, and
    * once that committed remove the old id. Returns the new id. In a cluster of several groups every
-   * group moves its replica from the old id to the new one in turn, the metadata group first
-   * ({@code idem group move}), while the others serve.
+   * group moves its replica from the old id to the new one in turn ({@code idem group move}), while
+   * the others serve: the new id joins the metadata group first and the old one leaves it last.
    *
    * @throws IllegalStateException if a change did not commit within {@code timeout}
    */
@@ -284,7 +286,10 @@ public final class ProcessCluster implements AutoCloseable {
       network.retarget(i, fresh.raftAddress);
       start(i);
     }
-    awaitAnswering(i, timeout);
+    // A new JVM hosting every group starts slowly on a machine the campaign loads: waiting longer
+    // than a change may take here costs nothing, and a replacement given up half-way leaves its
+    // groups on a dead member for the rest of the run.
+    awaitAnswering(i, timeout.multipliedBy(3));
     // The old member's data is gone: until the new one is added, the members count a node that
     // will never answer. So each change is tried again, as an operator would, while faults or a
     // slow machine keep it from committing.
@@ -292,10 +297,13 @@ public final class ProcessCluster implements AutoCloseable {
       changeMembersPatiently(-1, List.of(member(i)), List.of(), timeout);
       changeMembersPatiently(-1, List.of(), List.of(old), timeout);
     } else {
-      for (int g = 0; g <= groups; g++) {
+      // The metadata group first in, last out: a data group's members must be members of it.
+      changeMembersPatiently(0, List.of(member(i)), List.of(), timeout);
+      for (int g = 1; g <= groups; g++) {
         changeMembersPatiently(g, List.of(member(i)), List.of(), timeout);
         changeMembersPatiently(g, List.of(), List.of(old), timeout);
       }
+      changeMembersPatiently(0, List.of(), List.of(old), timeout);
     }
     return id(i);
   }
@@ -373,24 +381,45 @@ public final class ProcessCluster implements AutoCloseable {
           continue;
         }
       }
-      long committed = 0;
-      for (int j = 0; j < size(); j++) {
-        if (j != i && isRunning(j)) {
-          committed = Math.max(committed, status(j).map(StatusReply::getAppliedIndex).orElse(0L));
+      // Every group's (-1: the cluster's one group), so that no group is left on a bare majority
+      // when the next member goes down.
+      List<Integer> groupsHere = new ArrayList<>();
+      if (groups == 1) {
+        groupsHere.add(-1);
+      } else {
+        for (int g = 0; g <= groups; g++) {
+          groupsHere.add(g);
+        }
+      }
+      Map<Integer, Long> committed = new HashMap<>();
+      for (int g : groupsHere) {
+        for (int j = 0; j < size(); j++) {
+          if (j != i && isRunning(j)) {
+            committed.merge(
+                g, status(j, g).map(StatusReply::getAppliedIndex).orElse(0L), Math::max);
+          }
         }
       }
       synchronized (this) {
         kill(i);
         start(i);
       }
-      long target = committed;
       long deadline = System.nanoTime() + timeout.toNanos();
-      while (status(i).map(StatusReply::getAppliedIndex).orElse(-1L) < target) {
-        if (System.nanoTime() > deadline) {
-          throw new IllegalStateException(
-              id(i) + " did not apply index " + target + " within " + timeout + " after a restart");
+      for (int g : groupsHere) {
+        long target = committed.get(g);
+        while (status(i, g).map(StatusReply::getAppliedIndex).orElse(-1L) < target) {
+          if (System.nanoTime() > deadline) {
+            throw new IllegalStateException(
+                id(i)
+                    + " did not apply index "
+                    + target
+                    + (g < 0 ? "" : " of group " + g)
+                    + " within "
+                    + timeout
+                    + " after a restart");
+          }
+          sleep(100, id(i));
         }
-        sleep(100, id(i));
       }
     }
   }

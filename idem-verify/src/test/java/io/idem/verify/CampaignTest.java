@@ -61,7 +61,7 @@ class CampaignTest {
         .anyMatch(k -> k.startsWith("SIGSTOP"))
         .contains("responses lost", "connections reset", "client traffic delayed")
         .contains("kill -9 client process")
-        .anyMatch(k -> k.startsWith("wipe leader (rejoined"))
+        .anyMatch(k -> k.startsWith("wipe leader") && k.contains("(rejoined"))
         .contains("replace node (wiped, rejoined as a new member)")
         .noneMatch(k -> k.startsWith("replace node failed"))
         .anyMatch(k -> k.startsWith("partition: leader isolated with a minority"))
