@@ -29,12 +29,12 @@ final class ClusterAdmin {
   /** What an RPC of a membership change gets beyond the change's own timeout. */
   private static final long MEMBERSHIP_RPC_SLACK_NANOS = TimeUnit.SECONDS.toNanos(5);
 
-  private final SessionDriver session;
+  private final AdminRoute session;
   private final long rpcTimeoutMs;
   private final int group; // Groups.NONE: the calls name no group
 
   /** The calls of a cluster, or of a cluster of several groups as its group 1 answers them. */
-  ClusterAdmin(SessionDriver session, long rpcTimeoutMs) {
+  ClusterAdmin(AdminRoute session, long rpcTimeoutMs) {
     this(session, rpcTimeoutMs, Groups.NONE);
   }
 
@@ -42,7 +42,7 @@ final class ClusterAdmin {
    * The calls of group {@code group} of a cluster of several, on {@code session}'s connections: the
    * status is that group's, and a membership change changes that group only.
    */
-  ClusterAdmin(SessionDriver session, long rpcTimeoutMs, int group) {
+  ClusterAdmin(AdminRoute session, long rpcTimeoutMs, int group) {
     this.session = session;
     this.rpcTimeoutMs = rpcTimeoutMs;
     this.group = group;

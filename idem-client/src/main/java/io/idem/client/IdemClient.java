@@ -489,8 +489,12 @@ public final class IdemClient implements AutoCloseable {
           0,
           0);
     }
-    SessionDriver d = group == Groups.METADATA ? sessions.primary() : sessions.group(group);
-    return new ClusterAdmin(d, settings.rpcTimeoutMs(), group);
+    // No session in the group: a status or a membership change registers nothing there.
+    AdminRoute route =
+        group == Groups.METADATA
+            ? sessions.primary()
+            : new GroupRoute(sessions.primary().transport(), settings.servers(), group);
+    return new ClusterAdmin(route, settings.rpcTimeoutMs(), group);
   }
 
   // ---- session ----

@@ -47,7 +47,7 @@ import org.slf4j.LoggerFactory;
  * that waits for such a call cannot hang, a wait on a call's future flushes first ({@link
  * FlushingFuture}), and so does every tick, at most {@link #TICK_MS} later, for any other wait.
  */
-final class SessionDriver {
+final class SessionDriver implements AdminRoute {
   private static final Logger LOG = LoggerFactory.getLogger(SessionDriver.class);
 
   /** How often the machine's timers (deadlines, backoffs, stalls, keep-alives) are checked. */
@@ -210,25 +210,29 @@ final class SessionDriver {
   }
 
   /** Where reads go now: the leader hint, else the servers in turn. */
-  String address() {
+  @Override
+  public String address() {
     synchronized (lock) {
       return machine.currentAddress();
     }
   }
 
   /** A read was redirected or failed: move on. */
-  void redirect(String hint) {
+  @Override
+  public void redirect(String hint) {
     synchronized (lock) {
       machine.redirect(hint);
     }
   }
 
-  IdemTransport transport() {
+  @Override
+  public IdemTransport transport() {
     return transport;
   }
 
   /** A stub on {@code channel} whose calls go to this session's group. */
-  IdemGrpc.IdemStub stub(io.grpc.Channel channel) {
+  @Override
+  public IdemGrpc.IdemStub stub(io.grpc.Channel channel) {
     return Groups.stub(channel, group);
   }
 
@@ -243,7 +247,8 @@ final class SessionDriver {
    * Runs {@code r} (a future's completion) on the transport's workers, or here if they are shut
    * down, so that a caller's callback never runs on a network or timer thread while they live.
    */
-  void onWorkers(Runnable r) {
+  @Override
+  public void onWorkers(Runnable r) {
     try {
       transport.workers().execute(r);
     } catch (RejectedExecutionException e) {
@@ -281,7 +286,8 @@ final class SessionDriver {
     }
   }
 
-  String leaderHint() {
+  @Override
+  public String leaderHint() {
     synchronized (lock) {
       return machine.leaderHint();
     }

@@ -3,6 +3,7 @@ package io.idem.scenarios;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.idem.client.ClusterStatus;
 import io.idem.client.FencedException;
 import io.idem.client.IdemClient;
 import io.idem.client.InvalidArgumentException;
@@ -344,6 +345,34 @@ class GroupsTest {
           .get()
           .extracting(kv -> new String(kv.value()))
           .isEqualTo("5");
+    }
+  }
+
+  @Test
+  void aGroupsStatusAndMembershipCallsOpenNoSessionInThatGroup() throws Exception {
+    Path identity = dir.resolve("admin.id");
+    try (LocalCluster c = cluster(dir.resolve("cluster"));
+        IdemClient client =
+            IdemClient.builder()
+                .servers(c.clientAddresses())
+                .identity(identity, "admin")
+                .requestTimeout(Duration.ofSeconds(30))
+                .build()) {
+      for (int g = 1; g <= GROUPS; g++) {
+        ClusterStatus s = client.status(g);
+        assertThat(s.members()).as("group %d's members", g).hasSize(3);
+        assertThat(s.liveSessions()).as("sessions in group %d", g).isZero();
+        int group = g;
+        // Refused (no such member), after finding the group's leader.
+        assertThatThrownBy(
+                () -> client.changeMembers(group, List.of(), List.of("n9"), Duration.ofSeconds(10)))
+            .isInstanceOf(InvalidArgumentException.class)
+            .hasMessageContaining("no member n9");
+      }
+      for (int g = 1; g <= GROUPS; g++) {
+        assertThat(identity.resolveSibling("admin.id.group-" + g)).doesNotExist();
+        assertThat(client.status(g).liveSessions()).as("sessions in group %d", g).isZero();
+      }
     }
   }
 
