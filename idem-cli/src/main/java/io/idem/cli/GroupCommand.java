@@ -34,6 +34,24 @@ import picocli.CommandLine.Spec;
 final class GroupCommand {
   private GroupCommand() {}
 
+  /** The node a replica goes to: its id and addresses, as `idem server --join` started it. */
+  static final class NewNode {
+    @Option(names = "--id", required = true, description = "The new node's id.")
+    String id;
+
+    @Option(
+        names = "--raft-address",
+        required = true,
+        description = "host:port where its peers reach the new node.")
+    String raftAddress;
+
+    @Option(
+        names = "--client-address",
+        required = true,
+        description = "host:port where clients reach the new node.")
+    String clientAddress;
+  }
+
   @Command(
       name = "members",
       mixinStandardHelpOptions = true,
@@ -83,20 +101,7 @@ final class GroupCommand {
     @Option(names = "--group", required = true, description = "The group: 0 (metadata) to G.")
     int group;
 
-    @Option(names = "--id", required = true, description = "The node that joins the group.")
-    String id;
-
-    @Option(
-        names = "--raft-address",
-        required = true,
-        description = "host:port where its peers reach the new node.")
-    String raftAddress;
-
-    @Option(
-        names = "--client-address",
-        required = true,
-        description = "host:port where clients reach the new node.")
-    String clientAddress;
+    @Mixin NewNode node;
 
     @Option(
         names = "--wait",
@@ -109,13 +114,19 @@ final class GroupCommand {
     public Integer call() {
       ClusterStatus.Member m;
       try {
-        m = MemberCommand.member(id, raftAddress, clientAddress);
+        m = MemberCommand.member(node.id, node.raftAddress, node.clientAddress);
       } catch (IllegalArgumentException e) {
         spec.commandLine().getErr().println("idem: " + e.getMessage() + " (see --help)");
         return 2;
       }
       return MemberCommand.change(
-          options, spec, group, List.of(m), List.of(), wait, "adding " + id + " in group " + group);
+          options,
+          spec,
+          group,
+          List.of(m),
+          List.of(),
+          wait,
+          "adding " + node.id + " in group " + group);
     }
   }
 
@@ -174,20 +185,7 @@ final class GroupCommand {
     @Option(names = "--from", required = true, description = "The node the replica leaves.")
     String from;
 
-    @Option(names = "--id", required = true, description = "The node the replica goes to.")
-    String id;
-
-    @Option(
-        names = "--raft-address",
-        required = true,
-        description = "host:port where its peers reach the new node.")
-    String raftAddress;
-
-    @Option(
-        names = "--client-address",
-        required = true,
-        description = "host:port where clients reach the new node.")
-    String clientAddress;
+    @Mixin NewNode node;
 
     @Option(
         names = "--wait",
@@ -199,7 +197,7 @@ final class GroupCommand {
     @Override
     public Integer call() {
       return MemberCommand.replace(
-          options, spec, group, from, id, raftAddress, clientAddress, wait);
+          options, spec, group, from, node.id, node.raftAddress, node.clientAddress, wait);
     }
   }
 }

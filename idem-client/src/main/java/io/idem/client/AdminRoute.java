@@ -20,6 +20,15 @@ interface AdminRoute {
   /** A stub on {@code channel} whose calls go to this route's group. */
   io.idem.proto.IdemGrpc.IdemStub stub(io.grpc.Channel channel);
 
-  /** Runs a future's completion on the transport's workers (or here, once they are shut down). */
-  void onWorkers(Runnable r);
+  /**
+   * Runs {@code r} (a future's completion) on the transport's workers, or here if they are shut
+   * down, so that a caller's callback never runs on a network or timer thread while they live.
+   */
+  default void onWorkers(Runnable r) {
+    try {
+      transport().workers().execute(r);
+    } catch (java.util.concurrent.RejectedExecutionException e) {
+      r.run();
+    }
+  }
 }

@@ -1,7 +1,6 @@
 package io.idem.client;
 
 import java.util.List;
-import java.util.concurrent.RejectedExecutionException;
 
 /**
  * The route of one group's admin calls ({@link IdemClient#status(int)}, {@link
@@ -54,14 +53,5 @@ final class GroupRoute implements AdminRoute {
   @Override
   public io.idem.proto.IdemGrpc.IdemStub stub(io.grpc.Channel channel) {
     return Groups.stub(channel, group);
-  }
-
-  @Override
-  public void onWorkers(Runnable r) {
-    try {
-      transport.workers().execute(r);
-    } catch (RejectedExecutionException e) {
-      r.run();
-    }
   }
 }

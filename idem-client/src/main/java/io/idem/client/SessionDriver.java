@@ -243,19 +243,6 @@ final class SessionDriver implements AdminRoute {
     }
   }
 
-  /**
-   * Runs {@code r} (a future's completion) on the transport's workers, or here if they are shut
-   * down, so that a caller's callback never runs on a network or timer thread while they live.
-   */
-  @Override
-  public void onWorkers(Runnable r) {
-    try {
-      transport.workers().execute(r);
-    } catch (RejectedExecutionException e) {
-      r.run();
-    }
-  }
-
   List<SessionMachine.Call> recovered() {
     synchronized (lock) {
       return machine.recovered();

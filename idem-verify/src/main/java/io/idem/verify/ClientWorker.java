@@ -38,6 +38,9 @@ public final class ClientWorker {
   private final BufferedWriter journal;
   private final String label;
   private final long t0;
+  private final java.util.concurrent.atomic.AtomicLong failuresInARow =
+      new java.util.concurrent.atomic.AtomicLong();
+  private final java.util.Set<String> reported = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   private ClientWorker(BufferedWriter journal, String label, long t0) {
     this.journal = journal;
@@ -163,6 +166,11 @@ public final class ClientWorker {
           label + ": started, " + recovered + " calls recovered from its identity file");
       Random r = new Random(seed ^ nextId);
       while (System.nanoTime() < end) {
+        if (failuresInARow.get() >= window) {
+          // Every call fails at once (no session, say): the loop would journal thousands of
+          // unknown appends a second (2.7 million in one 10-minute run) instead of waiting.
+          Thread.sleep(100);
+        }
         if (!slots.tryAcquire(100, TimeUnit.MILLISECONDS)) {
           continue;
         }
@@ -205,6 +213,18 @@ public final class ClientWorker {
    * by a timeout, a lost session or fencing, which all leave it unknown (its INFO line stands).
    */
   private Void complete(Op op, Throwable e, Semaphore slots) {
+    if (e != null) {
+      failuresInARow.incrementAndGet();
+      Throwable cause =
+          e instanceof java.util.concurrent.CompletionException && e.getCause() != null
+              ? e.getCause()
+              : e;
+      if (reported.add(cause.getClass().getName())) {
+        System.err.println(label + ": an append failed (first of its kind): " + cause);
+      }
+    } else {
+      failuresInARow.set(0);
+    }
     if (e == null) {
       write(
           new Op(

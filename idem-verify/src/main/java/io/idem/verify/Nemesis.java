@@ -236,11 +236,8 @@ final class Nemesis {
    * until it caught up, by snapshot install when the leader's log was purged.
    */
   private void wipe(Optional<Integer> known) throws InterruptedException {
-    // No leader known: an election is under way (the previous fault hit the leader).
-    Optional<Integer> leader =
-        known.isPresent() ? known : watch.leaderWithin(Duration.ofSeconds(10));
+    Optional<Integer> leader = wipeVictim(known);
     if (leader.isEmpty()) {
-      count("wipe leader (skipped: no leader for 10 s)");
       return;
     }
     int victim = leader.get();
@@ -270,19 +267,30 @@ final class Nemesis {
   }
 
   /**
-   * The wipe in a cluster of several groups. The node that leads group 1 follows in other groups,
-   * and a leader that did not change keeps its old view of the wiped follower (its match index): it
-   * would probe the empty node from there forever instead of installing a snapshot (Ratis {@code
-   * LogAppenderBase.getNextIndexForInconsistency}), and that group never converges. So every node
-   * goes down with it and the others restart: each group, the metadata group included, elects a
-   * leader without the wiped node, afresh, before it comes back empty and must catch up in every
-   * group within 60 s.
+   * The node a wipe hits: the known leader, else the one elected within 10 s (an election is under
+   * way: the previous fault hit the leader); empty, and the skip counted, if none.
    */
-  private void wipeInGroups(Optional<Integer> known) throws InterruptedException {
+  private Optional<Integer> wipeVictim(Optional<Integer> known) throws InterruptedException {
     Optional<Integer> leader =
         known.isPresent() ? known : watch.leaderWithin(Duration.ofSeconds(10));
     if (leader.isEmpty()) {
       count("wipe leader (skipped: no leader for 10 s)");
+    }
+    return leader;
+  }
+
+  /**
+   * The wipe in a cluster of several groups. The node that leads group 1 follows in other groups,
+   * and a leader that did not change keeps its old view of the wiped follower (its match index): it
+   * would probe the empty node from there forever instead of installing a snapshot (Ratis {@code
+   * LogAppenderBase.getNextIndexForInconsistency}), and that group never converges. So the others
+   * restart too, one at a time: each group, the metadata group included, elects a leader without
+   * the wiped node, afresh, before it comes back empty and must catch up in every group within 60
+   * s.
+   */
+  private void wipeInGroups(Optional<Integer> known) throws InterruptedException {
+    Optional<Integer> leader = wipeVictim(known);
+    if (leader.isEmpty()) {
       return;
     }
     int victim = leader.get();
@@ -293,8 +301,13 @@ final class Nemesis {
       }
     }
     cluster.wipe(victim);
-    others.forEach(cluster::kill);
-    others.forEach(cluster::start);
+    // One at a time, so that some node always answers Status: a client built while none does
+    // (a client process restarted meanwhile) takes the cluster for one of a single group.
+    for (int i : others) {
+      cluster.kill(i);
+      cluster.start(i);
+      cluster.awaitAnswering(i, Duration.ofSeconds(180));
+    }
     for (int g = 0; g <= cluster.groups(); g++) {
       if (watch.leaderWithin(g, Duration.ofSeconds(60)).isEmpty()) {
         throw new IllegalStateException(
