@@ -45,6 +45,9 @@ final class Membership {
   private final Function<String, StatusReply> probe;
   private final java.util.function.IntSupplier formatInForce;
 
+  /** What the cluster refuses in a change (ids added, ids removed): the reason, or null. */
+  private final java.util.function.BiFunction<List<String>, List<String>, String> rule;
+
   /** Runs the checks that block (the probe, cancelling a stuck change) off the gRPC threads. */
   private final ExecutorService worker =
       Executors.newCachedThreadPool(
@@ -87,8 +90,6 @@ final class Membership {
     this.formatInForce = formatInForce;
     this.rule = rule;
   }
-
-  private final java.util.function.BiFunction<List<String>, List<String>, String> rule;
 
   void close() {
     worker.shutdownNow();
