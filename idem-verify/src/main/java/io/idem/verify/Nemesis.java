@@ -199,13 +199,7 @@ final class Nemesis {
         Thread.sleep(500 + r.nextInt(1_500));
         processes.restart(w);
       }
-      case WIPE_LEADER -> {
-        if (settings.groups() == 1) {
-          wipe(leader);
-        } else {
-          wipeInGroups(leader);
-        }
-      }
+      case WIPE_LEADER -> wipe(leader);
       case REPLACE_NODE -> {
         try {
           cluster.replaceWiped(r.nextBoolean() ? target : follower, Duration.ofSeconds(60));
@@ -231,42 +225,6 @@ final class Nemesis {
   }
 
   /**
-   * Kills the leader and deletes its data; once the others elected a leader (whose view of the
-   * wiped node starts afresh, and who holds every committed entry), restarts it empty and waits
-   * until it caught up, by snapshot install when the leader's log was purged.
-   */
-  private void wipe(Optional<Integer> known) throws InterruptedException {
-    Optional<Integer> leader = wipeVictim(known);
-    if (leader.isEmpty()) {
-      return;
-    }
-    int victim = leader.get();
-    cluster.wipe(victim);
-    Optional<Integer> next = watch.leaderWithin(Duration.ofSeconds(60));
-    if (next.isEmpty()) {
-      // Restarting it empty now could let it vote for a node that lacks committed entries.
-      throw new IllegalStateException(
-          "no leader among the other nodes 60 s after wiping "
-              + cluster.id(victim)
-              + ": the campaign cannot go on safely");
-    }
-    // The new leader was elected by the others, so it holds every committed entry, and every live
-    // node's term is at least its term: the empty node, which voted in none of those terms, cannot
-    // vote twice in one.
-    cluster.start(victim);
-    long target = cluster.status(next.get()).map(StatusReply::getAppliedIndex).orElse(0L);
-    Optional<StatusReply> s = watch.appliedWithin(victim, target, Duration.ofSeconds(60));
-    if (s.isEmpty()) {
-      count("wipe leader (not caught up in 60 s)");
-      return;
-    }
-    count(
-        s.get().getLogStartIndex() > 1
-            ? "wipe leader (rejoined by snapshot install)"
-            : "wipe leader (rejoined by log replay)");
-  }
-
-  /**
    * The node a wipe hits: the known leader, else the one elected within 10 s (an election is under
    * way: the previous fault hit the leader); empty, and the skip counted, if none.
    */
@@ -280,15 +238,23 @@ final class Nemesis {
   }
 
   /**
-   * The wipe in a cluster of several groups. The node that leads group 1 follows in other groups,
-   * and a leader that did not change keeps its old view of the wiped follower (its match index): it
-   * would probe the empty node from there forever instead of installing a snapshot (Ratis {@code
-   * LogAppenderBase.getNextIndexForInconsistency}), and that group never converges. So the others
-   * restart too, one at a time: each group, the metadata group included, elects a leader without
-   * the wiped node, afresh, before it comes back empty and must catch up in every group within 60
-   * s.
+   * Kills the leader, deletes its data, and restarts the others one at a time (so that some node
+   * always answers Status: a client built while none does, a client process restarted meanwhile,
+   * takes a grouped cluster for one of a single group). Once every group elected a leader without
+   * it, the wiped node starts empty and must catch up in every group within 60 s, by snapshot
+   * install when the leader's log was purged.
+   *
+   * <p>The restarts are what makes the wipe safe and its rejoin possible. A leader that was elected
+   * before the wipe keeps its old match index for the wiped node and probes the empty node from
+   * there for good instead of installing a snapshot (Ratis {@code
+   * LogAppenderBase.getNextIndexForInconsistency}). The node hit may not be the only one that
+   * leads: in a grouped cluster it follows in other groups, and in any cluster the node that says
+   * LEADER may be a deposed leader that has not heard the new term yet (after a partition heals),
+   * while the real leader stays. A leader elected after the restarts holds every committed entry
+   * and sees the wiped node afresh, and the empty node, which voted in none of its terms, cannot
+   * vote twice in one.
    */
-  private void wipeInGroups(Optional<Integer> known) throws InterruptedException {
+  private void wipe(Optional<Integer> known) throws InterruptedException {
     Optional<Integer> leader = wipeVictim(known);
     if (leader.isEmpty()) {
       return;
@@ -301,36 +267,43 @@ final class Nemesis {
       }
     }
     cluster.wipe(victim);
-    // One at a time, so that some node always answers Status: a client built while none does
-    // (a client process restarted meanwhile) takes the cluster for one of a single group.
     for (int i : others) {
       cluster.kill(i);
       cluster.start(i);
       cluster.awaitAnswering(i, Duration.ofSeconds(180));
     }
-    for (int g = 0; g <= cluster.groups(); g++) {
+    List<Integer> groups = new ArrayList<>();
+    if (cluster.groups() == 1) {
+      groups.add(-1);
+    } else {
+      for (int g = 0; g <= cluster.groups(); g++) {
+        groups.add(g);
+      }
+    }
+    for (int g : groups) {
       if (watch.leaderWithin(g, Duration.ofSeconds(60)).isEmpty()) {
         throw new IllegalStateException(
-            "group "
-                + g
-                + " elected no leader among the other nodes 60 s after wiping "
+            (g < 0 ? "no leader" : "group " + g + " elected no leader")
+                + " among the other nodes 60 s after wiping "
                 + cluster.id(victim)
                 + ": the campaign cannot go on safely");
       }
     }
     cluster.start(victim);
     boolean installed = false;
-    for (int g = 0; g <= cluster.groups(); g++) {
-      int group = g;
+    for (int g : groups) {
       long target =
           watch
               .leaderWithin(g, Duration.ofSeconds(10))
-              .flatMap(l -> cluster.status(l, group))
+              .flatMap(l -> cluster.status(l, g))
               .map(StatusReply::getAppliedIndex)
               .orElse(0L);
       Optional<StatusReply> s = watch.appliedWithin(victim, g, target, Duration.ofSeconds(60));
       if (s.isEmpty()) {
-        count("wipe leader, every node restarted (group " + g + " not caught up in 60 s)");
+        count(
+            "wipe leader, every node restarted ("
+                + (g < 0 ? "" : "group " + g + " ")
+                + "not caught up in 60 s)");
         return;
       }
       installed |= s.get().getLogStartIndex() > 1;
