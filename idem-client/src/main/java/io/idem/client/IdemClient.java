@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -61,9 +62,6 @@ public final class IdemClient implements AutoCloseable {
 
   private final ClientSettings settings;
   private final GroupSessions sessions;
-  private final SessionDriver session; // the primary: the only one, or the metadata group's
-  private final Reads reads;
-  private final ClusterAdmin admin;
   private final long timeoutNanos;
   private final io.idem.proto.@Nullable Fence fence; // null: writes are not fenced
   private final CallObserver observer; // shared by the views of one client
@@ -76,9 +74,6 @@ public final class IdemClient implements AutoCloseable {
       CallObserver observer) {
     this.settings = settings;
     this.sessions = sessions;
-    this.session = sessions.primary();
-    this.reads = new Reads(session, settings.rpcTimeoutMs());
-    this.admin = new ClusterAdmin(session, settings.rpcTimeoutMs());
     this.timeoutNanos = timeoutNanos;
     this.fence = fence;
     this.observer = observer;
@@ -246,7 +241,7 @@ public final class IdemClient implements AutoCloseable {
             name,
             interval,
             listener == null ? new LeaseKeepAlive.Listener() {} : listener,
-            session.transport().timer());
+            sessions.transport().timer());
     k.start();
     return k;
   }
@@ -395,7 +390,11 @@ public final class IdemClient implements AutoCloseable {
 
   /** See {@link #getKey}; retried like {@link #getAsync}. */
   public CompletableFuture<Optional<KeyRecord>> getKeyAsync(String scope, String key) {
-    return readsOf(io.idem.proto.Partitions.ofKey(scope, key)).getKey(scope, key, timeoutNanos);
+    int partition = io.idem.proto.Partitions.ofKey(scope, key);
+    return sessions.whenKnown(
+        timeoutNanos,
+        NotSentException.Reason.UNAVAILABLE,
+        left -> readsOf(partition).getKey(scope, key, left));
   }
 
   // ---- reads ----
@@ -411,7 +410,11 @@ public final class IdemClient implements AutoCloseable {
    * UNAVAILABLE}).
    */
   public CompletableFuture<Optional<KeyValue>> getAsync(String key) {
-    return readsOf(io.idem.proto.Partitions.of(key)).get(key, timeoutNanos);
+    int partition = io.idem.proto.Partitions.of(key);
+    return sessions.whenKnown(
+        timeoutNanos,
+        NotSentException.Reason.UNAVAILABLE,
+        left -> readsOf(partition).get(key, left));
   }
 
   /**
@@ -420,7 +423,7 @@ public final class IdemClient implements AutoCloseable {
    * @throws NotSentException if it did not answer within the RPC timeout
    */
   public ClusterStatus status() {
-    return admin.status();
+    return primaryAdmin().status();
   }
 
   /**
@@ -443,7 +446,7 @@ public final class IdemClient implements AutoCloseable {
    */
   public MembershipChange changeMembers(
       List<ClusterStatus.Member> add, List<String> remove, Duration timeout) {
-    return admin.changeMembers(add, remove, timeout);
+    return primaryAdmin().changeMembers(add, remove, timeout);
   }
 
   /**
@@ -471,14 +474,32 @@ public final class IdemClient implements AutoCloseable {
     return adminOf(group).status();
   }
 
+  /** The admin calls of the primary session, once the cluster's shape is known. */
+  private ClusterAdmin primaryAdmin() {
+    awaitShape();
+    return new ClusterAdmin(sessions.primary(), settings.rpcTimeoutMs());
+  }
+
+  /**
+   * Waits up to the RPC timeout for the cluster's shape, if no server told it yet.
+   *
+   * @throws NotSentException if none did by then
+   */
+  private void awaitShape() {
+    if (!sessions.ready()) {
+      sessions.awaitReady(TimeUnit.MILLISECONDS.toNanos(settings.rpcTimeoutMs()));
+    }
+  }
+
   private ClusterAdmin adminOf(int group) {
+    awaitShape();
     io.idem.proto.PartitionMap map = sessions.map();
     if (map == null) {
       if (group != 1) {
         throw new InvalidArgumentException(
             "the cluster has one Raft group, group 1; there is no group " + group, 0, 0);
       }
-      return admin;
+      return new ClusterAdmin(sessions.primary(), settings.rpcTimeoutMs());
     }
     if (group < 0 || group > map.getGroupCount()) {
       throw new InvalidArgumentException(
@@ -504,6 +525,10 @@ public final class IdemClient implements AutoCloseable {
    * resent with their numbers and each is applied once.
    */
   public List<RecoveredCall> recovered() {
+    if (!sessions.ready() && settings.identityFile() != null) {
+      // The journals are read when the sessions open.
+      sessions.awaitReady(timeoutNanos);
+    }
     List<RecoveredCall> out = new ArrayList<>();
     List<SessionMachine.Call> calls = new ArrayList<>();
     sessions.all().forEach(d -> calls.addAll(d.recovered()));
@@ -532,12 +557,12 @@ public final class IdemClient implements AutoCloseable {
 
   /** The session id, 0 before registration. */
   public long clientId() {
-    return session.clientId();
+    return sessions.clientId();
   }
 
   /** The session epoch (bumped by every resume). */
   public long epoch() {
-    return session.epoch();
+    return sessions.epoch();
   }
 
   /**
@@ -561,32 +586,34 @@ public final class IdemClient implements AutoCloseable {
   // ---- plumbing ----
 
   private <T extends OperationResult> CompletableFuture<T> write(Operation op, Class<T> type) {
-    SessionDriver carrier;
-    try {
-      carrier = sessions.forOp(op);
-    } catch (InvalidArgumentException e) {
-      return CompletableFuture.failedFuture(e);
-    }
-    if (observer == CallObserver.NONE) {
-      return carrier.submit(op, timeoutNanos).thenApply(f -> type.cast(typed(op, f)));
-    }
-    long start = observer.started();
+    long start = observer == CallObserver.NONE ? 0 : observer.started();
     CompletableFuture<T> call =
-        carrier.submit(op, timeoutNanos).thenApply(f -> type.cast(typed(op, f)));
-    call.whenComplete((r, e) -> observer.finished(op.getOpCase(), e, start));
+        sessions.whenKnown(
+            timeoutNanos,
+            NotSentException.Reason.DEADLINE,
+            left -> {
+              SessionDriver carrier;
+              try {
+                carrier = sessions.forOp(op);
+              } catch (InvalidArgumentException e) {
+                return CompletableFuture.failedFuture(e);
+              }
+              return carrier.submit(op, left).thenApply(f -> type.cast(typed(op, f)));
+            });
+    if (observer != CallObserver.NONE) {
+      call.whenComplete((r, e) -> observer.finished(op.getOpCase(), e, start));
+    }
     return call;
   }
 
   /** The typed result of {@code op}'s answer {@code f}, or the exception it stands for. */
   private OperationResult typed(Operation op, ServerFrame f) {
-    return Outcomes.typed(op, f, session.clientId());
+    return Outcomes.typed(op, f, sessions.clientId());
   }
 
   /** The reads of the group holding {@code partition}: the only session's in one group. */
   private Reads readsOf(int partition) {
-    return sessions.grouped()
-        ? new Reads(sessions.forPartition(partition), settings.rpcTimeoutMs())
-        : reads;
+    return new Reads(sessions.forPartition(partition), settings.rpcTimeoutMs());
   }
 
   private static <T> T join(CompletableFuture<T> f) {

@@ -261,6 +261,13 @@ final class SessionDriver implements AdminRoute {
     }
   }
 
+  /** Whether the session ended for good (closed, fenced, or refused). */
+  boolean closed() {
+    synchronized (lock) {
+      return machine.state() == SessionMachine.State.CLOSED;
+    }
+  }
+
   long clientId() {
     synchronized (lock) {
       return machine.clientId();

@@ -38,6 +38,14 @@ class MembershipRetryTest {
       this.refusals = refusals;
     }
 
+    /** The shape a client asks for first: a cluster of one group, as an Idem server says it. */
+    @Override
+    public void status(
+        io.idem.proto.StatusRequest req, StreamObserver<io.idem.proto.StatusReply> reply) {
+      reply.onNext(io.idem.proto.StatusReply.getDefaultInstance());
+      reply.onCompleted();
+    }
+
     @Override
     public void changeMembers(ChangeMembersRequest req, StreamObserver<ChangeMembersReply> reply) {
       attemptNanos.add(System.nanoTime());

@@ -34,6 +34,14 @@ class ResourceExhaustedStreamTest {
   private static final class CuttingServer extends IdemGrpc.IdemImplBase {
     final List<List<Long>> seqsByStream = new CopyOnWriteArrayList<>();
 
+    /** The shape a client asks for first: a cluster of one group, as an Idem server says it. */
+    @Override
+    public void status(
+        io.idem.proto.StatusRequest req, StreamObserver<io.idem.proto.StatusReply> reply) {
+      reply.onNext(io.idem.proto.StatusReply.getDefaultInstance());
+      reply.onCompleted();
+    }
+
     @Override
     public void register(RegisterRequest req, StreamObserver<RegisterReply> reply) {
       reply.onNext(

@@ -431,4 +431,62 @@ class GroupsTest {
       assertThat(Files.exists(identity)).isTrue();
     }
   }
+
+  /**
+   * A client built while every node is down cannot know the cluster's shape. It waits for the first
+   * node that answers, then opens its sessions the way a cluster of several groups needs (a guess
+   * of one group would be refused for good: "register in the metadata group first"), resumes its
+   * previous instance's sessions, and sends the calls made meanwhile in their order.
+   */
+  @Test
+  void aClientBuiltWhileEveryNodeIsDownOpensItsSessionsOnceANodeAnswers() throws Exception {
+    Path identity = dir.resolve("late.id");
+    try (LocalCluster c = cluster(dir.resolve("cluster"))) {
+      String list = keyOf("late-list", 3);
+      String key = keyOf("late-key", 1);
+      long id;
+      try (IdemClient first =
+          IdemClient.builder()
+              .servers(c.clientAddresses())
+              .identity(identity, "late")
+              .requestTimeout(Duration.ofSeconds(30))
+              .build()) {
+        first.put(key, v("before"));
+        first.append(list, v("a0"));
+        id = first.clientId();
+      }
+      for (int i = 0; i < 3; i++) {
+        c.kill(i);
+      }
+      try (IdemClient late =
+          IdemClient.builder()
+              .servers(c.clientAddresses())
+              .identity(identity, "late")
+              .requestTimeout(Duration.ofSeconds(60))
+              .build()) {
+        assertThat(late.clientId()).as("no session before a node answers").isZero();
+        List<CompletableFuture<Long>> appends = new ArrayList<>();
+        for (int i = 1; i <= 5; i++) {
+          appends.add(late.appendAsync(list, v("a" + i)));
+        }
+        CompletableFuture<java.util.Optional<io.idem.client.KeyValue>> read = late.getAsync(key);
+        Thread.sleep(500);
+        assertThat(appends).noneMatch(CompletableFuture::isDone);
+        for (int i = 0; i < 3; i++) {
+          c.restart(i);
+        }
+        for (int i = 0; i < 5; i++) {
+          assertThat(appends.get(i).get(60, java.util.concurrent.TimeUnit.SECONDS))
+              .as("the calls made while no node answered go in their order")
+              .isEqualTo(i + 2);
+        }
+        assertThat(
+                read.get(60, java.util.concurrent.TimeUnit.SECONDS).orElseThrow().valueAsString())
+            .isEqualTo("before");
+        assertThat(late.clientId()).as("the previous instance's id, resumed").isEqualTo(id);
+        assertThat(identity.resolveSibling("late.id.group-3")).exists();
+        assertThat(late.get(list).orElseThrow().elements()).hasSize(6);
+      }
+    }
+  }
 }
