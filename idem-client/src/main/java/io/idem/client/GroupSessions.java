@@ -15,6 +15,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -68,6 +69,8 @@ final class GroupSessions {
   private boolean closed;
   private @Nullable RuntimeException closedBy;
   private @Nullable Thread learner;
+  private volatile @Nullable String lastProblem; // the last Status call that failed, and why
+  private final AtomicLong shapeRetries = new AtomicLong(); // the learner's rounds nobody answered
 
   private GroupSessions(ClientSettings settings, @Nullable IdemTransport owned) {
     this.settings = settings;
@@ -95,7 +98,7 @@ final class GroupSessions {
     GroupSessions s = new GroupSessions(shared, owned);
     PartitionMap known;
     try {
-      known = probe(shared);
+      known = s.probe();
     } catch (RuntimeException e) {
       s.close(Duration.ZERO);
       throw e;
@@ -149,8 +152,8 @@ final class GroupSessions {
    * partitioned cluster), until the request timeout. Null if every server refused the connection in
    * one round (nobody listens), or if none answered within the request timeout.
    */
-  private static @Nullable PartitionMap probe(ClientSettings settings) {
-    IdemTransport t = java.util.Objects.requireNonNull(settings.transport());
+  private @Nullable PartitionMap probe() {
+    IdemTransport t = transport;
     long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.requestTimeoutMs());
     try {
       while (true) {
@@ -187,6 +190,7 @@ final class GroupSessions {
         }
         known = probeOnce(transport, settings).map;
         if (known == null) {
+          shapeRetries.incrementAndGet();
           Thread.sleep(LEARN_EVERY_MS);
         }
       }
@@ -334,7 +338,8 @@ final class GroupSessions {
             "no server of "
                 + settings.servers()
                 + " answered a Status call since the client was built, so the cluster's Raft"
-                + " groups are not known yet",
+                + " groups are not known yet"
+                + (lastProblem == null ? "" : "; the last failure: " + lastProblem),
             0,
             "",
             null));
@@ -356,8 +361,7 @@ final class GroupSessions {
   /** One round of Status calls: the map if one answered; whether every server refused. */
   private record Round(@Nullable PartitionMap map, boolean allRefused) {}
 
-  private static Round probeOnce(IdemTransport t, ClientSettings settings)
-      throws InterruptedException {
+  private Round probeOnce(IdemTransport t, ClientSettings settings) throws InterruptedException {
     CompletableFuture<PartitionMap> first = new CompletableFuture<>();
     AtomicInteger left = new AtomicInteger(settings.servers().size());
     AtomicInteger refused = new AtomicInteger();
@@ -375,6 +379,7 @@ final class GroupSessions {
 
                 @Override
                 public void onError(Throwable e) {
+                  lastProblem = server + ": " + SessionWire.describe(e);
                   if (io.grpc.Status.fromThrowable(e).getCode()
                       == io.grpc.Status.Code.UNAVAILABLE) {
                     refused.incrementAndGet();
@@ -562,8 +567,11 @@ final class GroupSessions {
     return out;
   }
 
+  /**
+   * Reconnects and resends of the sessions, and the learner's unanswered rounds of Status calls.
+   */
   long retries() {
-    long n = 0;
+    long n = shapeRetries.get();
     for (SessionDriver d : all()) {
       n += d.retries();
     }

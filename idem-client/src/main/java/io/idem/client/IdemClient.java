@@ -545,7 +545,7 @@ public final class IdemClient implements AutoCloseable {
     return out;
   }
 
-  /** How many times the client resent or reconnected. */
+  /** How many times the client resent, reconnected, or asked again for the cluster's shape. */
   public long retries() {
     return sessions.retries();
   }
