@@ -62,15 +62,18 @@ final class BenchCommand implements Callable<Integer> {
 
   enum Target {
     idem,
-    etcd
+    etcd,
+    zookeeper
   }
 
   @Option(
       names = "--target",
       defaultValue = "idem",
       description =
-          "idem, or etcd: the same closed loops as plain puts through jetcd against the etcd"
-              + " cluster at --servers (bench/compare-etcd.sh). Default: ${DEFAULT-VALUE}.")
+          "idem; etcd: the same loops as plain puts through jetcd against the etcd cluster at"
+              + " --servers (bench/compare-etcd.sh); or zookeeper: the same puts as znode writes"
+              + " through the ZooKeeper client against the ensemble at --servers"
+              + " (bench/compare-peers.sh). Default: ${DEFAULT-VALUE}.")
   Target target;
 
   @Option(
@@ -247,6 +250,34 @@ final class BenchCommand implements Callable<Integer> {
               + " logs (collections, snapshots).")
   Path timeline;
 
+  @Option(
+      names = "--rate",
+      defaultValue = "0",
+      paramLabel = "R",
+      description =
+          "Open loop: send R operations a second (spread over the sessions) whatever the system's"
+              + " answers, and time each from when it was due, so that a stall shows in every"
+              + " operation due during it. Flags a run that completed less than 97% of R. 0: the"
+              + " closed loops of --sessions x --window. Default: ${DEFAULT-VALUE}.")
+  double rate;
+
+  @Option(
+      names = "--max-in-flight",
+      defaultValue = "100000",
+      description =
+          "With --rate: most operations outstanding at once; past it the sender waits, and the"
+              + " wait counts in their latency (1-1000000). Default: ${DEFAULT-VALUE}.")
+  int maxInFlight;
+
+  @Option(
+      names = "--cpu-pids",
+      split = ",",
+      paramLabel = "PID",
+      description =
+          "Server processes whose CPU time (user + system, /proc) over the measured window is"
+              + " reported per operation, beside the bench's own.")
+  List<Long> cpuPids;
+
   @Override
   public Integer call() throws Exception {
     if (sessions < 1
@@ -272,6 +303,24 @@ final class BenchCommand implements Callable<Integer> {
               "idem: --workload keys stores --value-size bytes as each key's response: at most "
                   + MAX_KEY_RESPONSE_BYTES);
       return 2;
+    }
+    if (rate < 0 || rate > 10_000_000 || maxInFlight < 1 || maxInFlight > 1_000_000) {
+      spec.commandLine()
+          .getErr()
+          .println(
+              "idem: out of range: --rate 0-10000000 (0: closed loops), --max-in-flight 1-1000000");
+      return 2;
+    }
+    if (cpuPids != null) {
+      for (long pid : cpuPids) {
+        if (CpuMeter.ticks(pid) < 0) {
+          spec.commandLine()
+              .getErr()
+              .println(
+                  "idem: --cpu-pids: no process " + pid + " to measure (/proc/" + pid + "/stat)");
+          return 2;
+        }
+      }
     }
     if (ledger && workload != Workload.keys) {
       spec.commandLine().getErr().println("idem: --ledger applies to --workload keys");
@@ -399,17 +448,19 @@ final class BenchCommand implements Callable<Integer> {
       }
       return go ? stores().onRedis(store, redisServer, aof) : 0;
     }
-    if (target == Target.etcd) {
+    if (target != Target.idem) {
       if (local != 0 || workload != Workload.put) {
         spec.commandLine()
             .getErr()
-            .println("idem: --target etcd runs the put workload against --servers only");
+            .println("idem: --target " + target + " runs the put workload against --servers only");
         return 2;
       }
       if (!go) {
         return 0;
       }
-      return stores().onEtcd(servers);
+      return target == Target.etcd
+          ? stores().onEtcd(servers)
+          : stores().onZooKeeper(servers, probeTimeout);
     }
     if (!go) {
       return 0;
@@ -428,7 +479,18 @@ final class BenchCommand implements Callable<Integer> {
   /** The options the measurement and the targets read, fixed for one run. */
   private BenchSettings settings() {
     return new BenchSettings(
-        sessions, window, workload, ledger, valueSize, keyRetention, warmup, duration, timeline);
+        sessions,
+        window,
+        workload,
+        ledger,
+        valueSize,
+        keyRetention,
+        warmup,
+        duration,
+        timeline,
+        rate,
+        maxInFlight,
+        cpuPids == null ? List.of() : cpuPids);
   }
 
   /** Measures one run on {@code target}, and keeps its result for {@link #sideBySide}. */

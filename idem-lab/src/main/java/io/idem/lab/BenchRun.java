@@ -39,9 +39,13 @@ final class BenchRun {
     this.err = err;
   }
 
+  /** How long a run waits after its end for what is in flight (and an open loop's late sends). */
+  private static final long DRAIN_NANOS = TimeUnit.SECONDS.toNanos(30);
+
   /**
    * Runs {@code window} closed loops per session: each issues an operation and, when it completes,
-   * the next, until the time is up. Operations started during the warm-up are not counted.
+   * the next, until the time is up; or, with a rate, the open loop ({@link BenchOpenLoop}).
+   * Operations started (closed) or due (open) during the warm-up are not counted.
    */
   Result measure(BenchTarget target) throws InterruptedException {
     int sessions = settings.sessions();
@@ -51,16 +55,42 @@ final class BenchRun {
     AtomicLong errors = new AtomicLong();
     AtomicReference<Throwable> firstError = new AtomicReference<>();
     AtomicLong inFlight = new AtomicLong();
-    long warmupEnd = System.nanoTime() + settings.warmup().toNanos();
+    long start = System.nanoTime();
+    long warmupEnd = start + settings.warmup().toNanos();
     long end = warmupEnd + settings.duration().toNanos();
-    BenchLanes lanes =
-        new BenchLanes(target, end, warmupEnd, recorder, done, errors, firstError, inFlight);
-    for (int i = 0; i < sessions; i++) {
-      AtomicLong counter = new AtomicLong();
-      for (int lane = 0; lane < window; lane++) {
-        lanes.issue(i, counter);
+    BenchOpenLoop open = null;
+    Thread sender = null;
+    CpuMeter cpu = new CpuMeter(settings.cpuPids());
+    if (settings.open()) {
+      open =
+          new BenchOpenLoop(
+              target,
+              settings.rate(),
+              sessions,
+              start,
+              warmupEnd,
+              end,
+              settings.maxInFlight(),
+              DRAIN_NANOS,
+              recorder,
+              done,
+              errors,
+              firstError,
+              inFlight);
+      sender = new Thread(open, "bench-open-loop");
+      sender.setDaemon(true);
+      sender.start();
+    } else {
+      BenchLanes lanes =
+          new BenchLanes(target, end, warmupEnd, recorder, done, errors, firstError, inFlight);
+      for (int i = 0; i < sessions; i++) {
+        AtomicLong counter = new AtomicLong();
+        for (int lane = 0; lane < window; lane++) {
+          lanes.issue(i, counter);
+        }
       }
     }
+    boolean cpuStarted = false;
     long nextTick = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
     long lastDone = 0;
     Histogram h = new Histogram(3);
@@ -70,6 +100,10 @@ final class BenchRun {
       while (System.nanoTime() < end) {
         TimeUnit.NANOSECONDS.sleep(Math.max(0, Math.min(end, nextTick) - System.nanoTime()));
         long now = System.nanoTime();
+        if (!cpuStarted && now >= warmupEnd) {
+          cpu.start();
+          cpuStarted = true;
+        }
         if (now >= nextTick) {
           long d = done.get();
           progress(now, warmupEnd, d - lastDone);
@@ -82,7 +116,11 @@ final class BenchRun {
           }
         }
       }
-      long drainDeadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+      cpu.stop();
+      long drainDeadline = System.nanoTime() + DRAIN_NANOS;
+      if (sender != null) {
+        sender.join(TimeUnit.NANOSECONDS.toMillis(DRAIN_NANOS) + 1_000);
+      }
       while (inFlight.get() > 0 && System.nanoTime() < drainDeadline) {
         Thread.sleep(10); // let what is in flight finish before the clients close
       }
@@ -98,18 +136,46 @@ final class BenchRun {
     double seconds = settings.duration().toNanos() / 1e9;
     double throughput = ops / seconds;
     out.println();
+    String loop =
+        open == null
+            ? String.format(Locale.ROOT, "%d sessions x window %d", sessions, window)
+            : String.format(
+                Locale.ROOT, "open loop at %,.0f/s over %d sessions", settings.rate(), sessions);
     out.printf(
         Locale.ROOT,
-        "%s %s, %d sessions x window %d, %d-byte values, %.1f s after %.1f s warm-up: %.0f %s/s%n",
+        "%s %s, %s, %d-byte values, %.1f s after %.1f s warm-up: %.0f %s/s%s%n",
         target.name(),
         settings.workloadName(),
-        sessions,
-        window,
+        loop,
         settings.valueSize(),
         seconds,
         settings.warmup().toNanos() / 1e9,
         throughput,
-        settings.unit());
+        settings.unit(),
+        open == null ? "" : " achieved");
+    boolean isShort = false;
+    double lagMs = 0;
+    if (open != null) {
+      lagMs = open.maxSendLagNanos() / 1e6;
+      isShort = throughput < SHORT_OF_RATE * settings.rate();
+      if (isShort) {
+        out.printf(
+            Locale.ROOT,
+            "SHORT of the rate: %.0f of %.0f %s/s completed (%d of %d due were sent; the latest"
+                + " send was %.1f ms late; %d still in flight at the end)%n",
+            throughput,
+            settings.rate(),
+            settings.unit(),
+            open.due(),
+            Math.round(settings.rate() * seconds),
+            lagMs,
+            inFlight.get());
+      }
+    }
+    String cpuLine = cpu.perOp(ops);
+    if (!cpuLine.isEmpty()) {
+      out.println(cpuLine);
+    }
     out.printf(
         Locale.ROOT,
         "latency ms: p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f   retries %d  duplicates suppressed %d  errors %d%n",
@@ -124,7 +190,8 @@ final class BenchRun {
         Locale.ROOT,
         "{\"target\":\"%s\",\"workload\":\"%s\",\"sessions\":%d,\"window\":%d,\"value_size\":%d,"
             + "\"seconds\":%.2f,\"ops\":%d,\"ops_per_s\":%.1f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
-            + "\"p999_ms\":%.3f,\"retries\":%d,\"duplicates\":%d,\"errors\":%d}%n",
+            + "\"p999_ms\":%.3f,\"max_ms\":%.3f,\"retries\":%d,\"duplicates\":%d,\"errors\":%d"
+            + "%s%s}%n",
         target.name(),
         settings.workloadName(),
         sessions,
@@ -136,9 +203,19 @@ final class BenchRun {
         ms(h, 50),
         ms(h, 99),
         ms(h, 99.9),
+        h.getTotalCount() == 0 ? 0 : h.getMaxValue() / 1000.0,
         retries,
         duplicates,
-        errors.get());
+        errors.get(),
+        open == null
+            ? ""
+            : String.format(
+                Locale.ROOT,
+                ",\"rate\":%.1f,\"short\":%b,\"max_send_lag_ms\":%.3f",
+                settings.rate(),
+                isShort,
+                lagMs),
+        cpu.json(ops));
     if (firstError.get() != null) {
       err.println("idem: first error: " + Errors.oneLine(firstError.get()));
     }
@@ -146,6 +223,9 @@ final class BenchRun {
     return new Result(
         failed == 0 ? 0 : 1, failed, inFlight.get(), throughput, ms(h, 50), ms(h, 99), ms(h, 99.9));
   }
+
+  /** An open loop that completed less than this share of its rate is reported short. */
+  static final double SHORT_OF_RATE = 0.97;
 
   /** {@code percentile} of {@code h} (microseconds) in milliseconds; 0 for an empty one. */
   static double ms(Histogram h, double percentile) {

@@ -178,6 +178,15 @@ final class BenchStores {
     }
   }
 
+  /** Runs the same puts through the ZooKeeper client on the ensemble at {@code servers}. */
+  int onZooKeeper(String servers, Duration timeout) throws Exception {
+    try (ZooKeeperTarget zk =
+        ZooKeeperTarget.connect(
+            servers, settings.valueSize(), settings.sessions(), timeout.toMillis())) {
+      return measure.measure(zk).code();
+    }
+  }
+
   /**
    * Starts a private redis-server in a temporary directory, runs the keys workload on it through
    * the Redis store or seed 001, stops it (by PID) and deletes the directory.

@@ -22,6 +22,7 @@ public final class IdemLab {
             new DemoCommand(),
             new BenchCommand(),
             new BenchKafkaCommand(),
+            new BenchPlotCommand(),
             new VerifyCommand());
     cli.getCommandSpec()
         .usageMessage()
