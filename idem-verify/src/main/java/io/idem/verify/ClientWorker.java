@@ -18,6 +18,7 @@ import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A client in a process of its own, for the campaign to kill with SIGKILL and start again: it
@@ -137,18 +138,14 @@ public final class ClientWorker {
       throws InterruptedException {
     Semaphore slots = new Semaphore(window);
     List<java.util.concurrent.CompletableFuture<Void>> resent = new java.util.ArrayList<>();
-    try (IdemClient client =
-        IdemClient.builder()
-            .servers(servers)
-            .identity(identity, label)
-            .requestTimeout(Duration.ofSeconds(30))
-            .stallTimeout(Duration.ofSeconds(2))
-            .sessionTtl(Duration.ofSeconds(60))
-            .window(Math.max(window, 64))
-            .tls(tls)
-            .build()) {
+    Started started = start(servers, tls, identity, window, end);
+    if (started == null) {
+      System.err.println(label + ": could not start before the end of the run");
+      return;
+    }
+    try (IdemClient client = started.client()) {
       int recovered = 0;
-      for (IdemClient.RecoveredCall rc : client.recovered()) {
+      for (IdemClient.RecoveredCall rc : started.recovered()) {
         Op op =
             rc.description().equals("append")
                 ? pending.get(Long.parseLong(new String(rc.value(), StandardCharsets.UTF_8)))
@@ -206,6 +203,42 @@ public final class ClientWorker {
         System.err.println(label + ": calls still unanswered 60 s after the end (left unknown)");
       }
     }
+  }
+
+  /** A started client and the calls it recovered from its identity file. */
+  private record Started(IdemClient client, List<IdemClient.RecoveredCall> recovered) {}
+
+  /**
+   * Builds the client and takes the calls it recovered, again every second while the cluster does
+   * not register it in time (a metadata group without a leader, say): a NotSentException means
+   * nothing was sent, and an application would try again too. Null if the run ended first.
+   */
+  private @Nullable Started start(
+      String servers, ClientTls tls, Path identity, int window, long end)
+      throws InterruptedException {
+    while (System.nanoTime() < end) {
+      IdemClient client = null;
+      try {
+        client =
+            IdemClient.builder()
+                .servers(servers)
+                .identity(identity, label)
+                .requestTimeout(Duration.ofSeconds(30))
+                .stallTimeout(Duration.ofSeconds(2))
+                .sessionTtl(Duration.ofSeconds(60))
+                .window(Math.max(window, 64))
+                .tls(tls)
+                .build();
+        return new Started(client, client.recovered());
+      } catch (io.idem.client.NotSentException e) {
+        if (client != null) {
+          client.close();
+        }
+        System.err.println(label + ": not started, trying again in 1 s: " + e.getMessage());
+        Thread.sleep(1_000);
+      }
+    }
+    return null;
   }
 
   /**
