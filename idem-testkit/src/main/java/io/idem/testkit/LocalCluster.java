@@ -63,16 +63,56 @@ public final class LocalCluster implements AutoCloseable {
    */
   public static LocalCluster startEach(
       int n, Path baseDir, BiFunction<Integer, ServerConfig.Builder, ServerConfig.Builder> tuning) {
-    LocalCluster c = new LocalCluster(n, baseDir, tuning);
-    try {
-      for (int i = 0; i < n; i++) {
-        c.restart(i);
+    for (int attempt = 1; ; attempt++) {
+      LocalCluster c = new LocalCluster(n, baseDir, tuning);
+      try {
+        for (int i = 0; i < n; i++) {
+          c.restart(i);
+        }
+        return c;
+      } catch (RuntimeException e) {
+        c.close();
+        if (attempt >= PORT_ATTEMPTS || !portTaken(e)) {
+          throw e;
+        }
+        // A port drawn free was taken before its node bound it (by a test in another fork, say):
+        // the new cluster holds no data yet, so start it again on other ports.
+        c.deleteNodeDirs();
       }
-    } catch (RuntimeException e) {
-      c.close();
-      throw e;
     }
-    return c;
+  }
+
+  /** How many times {@link #startEach} draws new ports when one was taken before it was bound. */
+  private static final int PORT_ATTEMPTS = 3;
+
+  private static boolean portTaken(Throwable e) {
+    for (Throwable t = e; t != null; t = t.getCause() == t ? null : t.getCause()) {
+      String m = t.getMessage();
+      if (m != null && (m.contains("Address already in use") || m.contains("Failed to bind"))) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Deletes the data directories of this cluster's nodes (a cluster that never started). */
+  private void deleteNodeDirs() {
+    for (ServerConfig.Peer p : peers) {
+      deleteTree(baseDir.resolve(p.id()));
+    }
+  }
+
+  private static void deleteTree(Path dir) {
+    if (!Files.exists(dir)) {
+      return;
+    }
+    try (Stream<Path> files = Files.walk(dir)) {
+      for (Path f : files.sorted(Comparator.reverseOrder()).toList()) {
+        Files.delete(f);
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
   }
 
   /**
@@ -177,16 +217,7 @@ public final class LocalCluster implements AutoCloseable {
       }
     }
     kill(i);
-    Path dir = baseDir.resolve(peers.get(i).id());
-    if (Files.exists(dir)) {
-      try (Stream<Path> files = Files.walk(dir)) {
-        for (Path p : files.sorted(Comparator.reverseOrder()).toList()) {
-          Files.delete(p);
-        }
-      } catch (IOException e) {
-        throw new UncheckedIOException(e);
-      }
-    }
+    deleteTree(baseDir.resolve(peers.get(i).id()));
     restart(i);
     if (leaderBefore < 0 || nodes[leaderBefore] == null) {
       return;
