@@ -191,6 +191,7 @@ final class BenchPlotCommand implements Callable<Integer> {
     XYPlot plot = chart.getXYPlot();
     LogAxis y = new LogAxis("p99 (ms), log scale");
     y.setSmallestValue(0.1);
+    y.setNumberFormatOverride(new java.text.DecimalFormat("#,##0.#"));
     plot.setRangeAxis(y);
     plot.setBackgroundPaint(Color.WHITE);
     plot.setDomainGridlinePaint(Color.LIGHT_GRAY);

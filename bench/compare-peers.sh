@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# One sitting, side by side: etcd, ZooKeeper and Idem, each three servers on loopback, one system after the other,
+# the same put workload (100-byte values) through `idem bench`:
+#   1. each system's closed-loop peak (--sessions x --window, as bench/compare-etcd.sh);
+#   2. open-loop runs (`--rate`) at 25%, 50% and 75% of etcd's peak, on etcd, ZooKeeper and Idem;
+#   3. Idem alone, open loop, at 50% and 75% of its own peak.
+# Every run reports the servers' CPU-us per write (/proc, over the measured window). At the end: one table and a PNG
+# plot of p99 against rate per system (`idem bench-plot`), both in --out. Installs etcd-server and zookeeper from
+# Debian packages if they are missing.
+#
+#   bench/compare-peers.sh [--sessions 256] [--window 1] [--duration 30s] [--warmup 30s] [--value-size 100]
+#                          [--out bench/out/compare-peers]
+#
+# Environment: IDEM_JAVA_OPTS (JVM flags of the Idem servers and the bench, see ./idem),
+# KEEP_DATA=1 keeps the data directories (under $TMPDIR) for inspection.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+sessions=256 window=1 duration=30s warmup=30s value_size=100 out="$root/bench/out/compare-peers"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sessions) sessions="$2"; shift 2 ;;
+    --window) window="$2"; shift 2 ;;
+    --duration) duration="$2"; shift 2 ;;
+    --warmup) warmup="$2"; shift 2 ;;
+    --value-size) value_size="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "compare-peers: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+etcd_ports=(2379 22379 32379) etcd_peer_ports=(2380 22380 32380)
+zk_ports=(2181 22181 32181) zk_quorum_ports=(2888 22888 32888) zk_election_ports=(3888 23888 33888)
+idem_ports=(7001 7011 7021) idem_raft_ports=(7002 7012 7022)
+name=compare-peers
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
+ports_free "${etcd_ports[@]}" "${etcd_peer_ports[@]}" "${zk_ports[@]}" "${zk_quorum_ports[@]}" \
+  "${zk_election_ports[@]}" "${idem_ports[@]}" "${idem_raft_ports[@]}"
+
+install_missing() { # command or file to look for, Debian package
+  if ! command -v "$1" > /dev/null && [ ! -e "$1" ]; then
+    echo "compare-peers: installing $2 from Debian packages..." >&2
+    local sudo_cmd=""
+    if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
+    $sudo_cmd apt-get update -qq > /dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "$2" > /dev/null
+  fi
+}
+install_missing etcd etcd-server
+install_missing /usr/share/java/zookeeper.jar zookeeper
+etcd_bin="$(command -v etcd)"
+
+# Build the idem jar now (first run), not inside a measurement.
+"$root/idem" --version > /dev/null
+mkdir -p "$out"
+results="$out/runs.jsonl"
+: > "$results"
+
+bench() { # target, servers, label, then extra options of idem bench (--rate R)
+  local target="$1" servers="$2" label="$3"
+  shift 3
+  echo "-- $target $label" >&2
+  "$root/idem" bench --target "$target" --servers "$servers" --sessions "$sessions" --window "$window" \
+    --workload put --value-size "$value_size" --duration "$duration" --warmup "$warmup" \
+    --cpu-pids "$(IFS=,; echo "${pids[*]}")" "$@" > "$work/run.out" || true
+  tail -n 4 "$work/run.out" | grep -v '^{' >&2 || true
+  local json
+  json="$(grep '^{"target"' "$work/run.out" | tail -n 1)"
+  if [ -z "$json" ]; then
+    echo "compare-peers: $target $label printed no result; its output:" >&2
+    cat "$work/run.out" >&2
+    exit 1
+  fi
+  echo "$json" >> "$results"
+  peak="$(sed -n 's/.*"ops_per_s":\([0-9.]*\).*/\1/p' <<< "$json")"
+}
+pct() { awk -v p="$1" -v x="$2" 'BEGIN { printf "%d", p * x / 100 }'; }
+
+echo "== etcd $("$etcd_bin" --version | head -1 | awk '{print $3}'), 3 members on loopback, data in $work" >&2
+cluster=""
+for i in 0 1 2; do cluster+="e$i=http://127.0.0.1:${etcd_peer_ports[$i]},"; done
+for i in 0 1 2; do
+  "$etcd_bin" --name "e$i" --data-dir "$work/etcd/e$i" \
+    --listen-client-urls "http://127.0.0.1:${etcd_ports[$i]}" \
+    --advertise-client-urls "http://127.0.0.1:${etcd_ports[$i]}" \
+    --listen-peer-urls "http://127.0.0.1:${etcd_peer_ports[$i]}" \
+    --initial-advertise-peer-urls "http://127.0.0.1:${etcd_peer_ports[$i]}" \
+    --initial-cluster "${cluster%,}" --initial-cluster-state new --initial-cluster-token compare-peers \
+    --logger zap --log-outputs stderr --log-level warn > "$work/etcd-e$i.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${etcd_ports[@]}"; do wait_port "$p" 30; done
+etcd_servers="127.0.0.1:${etcd_ports[0]},127.0.0.1:${etcd_ports[1]},127.0.0.1:${etcd_ports[2]}"
+bench etcd "$etcd_servers" "closed-loop peak"
+etcd_peak="$peak"
+rates=("$(pct 25 "$etcd_peak")" "$(pct 50 "$etcd_peak")" "$(pct 75 "$etcd_peak")")
+for r in "${rates[@]}"; do bench etcd "$etcd_servers" "open loop at $r/s" --rate "$r"; done
+stop_all
+
+zk_version="$(dpkg-query -W -f '${Version}' zookeeper 2> /dev/null || true)"
+echo "== zookeeper ${zk_version:-?}, 3 servers on loopback, data in $work" >&2
+for i in 0 1 2; do
+  conf="$work/zk/conf$i" data="$work/zk/data$i"
+  mkdir -p "$conf" "$data"
+  echo $((i + 1)) > "$data/myid"
+  {
+    echo "tickTime=2000"
+    echo "initLimit=10"
+    echo "syncLimit=5"
+    echo "dataDir=$data"
+    echo "clientPortAddress=127.0.0.1"
+    echo "clientPort=${zk_ports[$i]}"
+    echo "maxClientCnxns=0"
+    echo "admin.enableServer=false"
+    for j in 0 1 2; do echo "server.$((j + 1))=127.0.0.1:${zk_quorum_ports[$j]}:${zk_election_ports[$j]}"; done
+  } > "$conf/zoo.cfg"
+  # As Debian's zkServer.sh runs it: the jar's manifest names the libraries it needs (with no logging back end).
+  java -cp "$conf:/usr/share/java/zookeeper.jar" \
+    org.apache.zookeeper.server.quorum.QuorumPeerMain "$conf/zoo.cfg" > "$work/zk-$i.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${zk_ports[@]}"; do wait_port "$p" 60; done
+zk_servers="127.0.0.1:${zk_ports[0]},127.0.0.1:${zk_ports[1]},127.0.0.1:${zk_ports[2]}"
+bench zookeeper "$zk_servers" "closed-loop peak" --timeout 60s
+for r in "${rates[@]}"; do bench zookeeper "$zk_servers" "open loop at $r/s" --rate "$r"; done
+stop_all
+
+echo "== idem, 3 idem server processes on loopback, data in $work" >&2
+peers="n1=127.0.0.1:7002:7001,n2=127.0.0.1:7012:7011,n3=127.0.0.1:7022:7021"
+for n in n1 n2 n3; do
+  "$root/idem" server --id "$n" --data-dir "$work/idem/$n" --peers "$peers" > "$work/idem-$n.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${idem_ports[@]}"; do wait_port "$p" 60; done
+idem_servers="127.0.0.1:7001,127.0.0.1:7011,127.0.0.1:7021"
+bench idem "$idem_servers" "closed-loop peak"
+idem_peak="$peak"
+for r in "${rates[@]}"; do bench idem "$idem_servers" "open loop at $r/s" --rate "$r"; done
+for p in 50 75; do
+  r="$(pct "$p" "$idem_peak")"
+  bench idem "$idem_servers" "open loop at $r/s ($p% of its own peak)" --rate "$r"
+done
+stop_all
+
+"$root/idem" bench-plot --png "$out/p99-vs-rate.png" \
+  --title "p99 against offered rate: etcd, ZooKeeper, Idem; 3 servers each on loopback, 2 cores" \
+  "$results" | tee "$out/table.md"
+echo "compare-peers: runs in $results, table in $out/table.md, plot in $out/p99-vs-rate.png" >&2
