@@ -137,6 +137,9 @@ final class GroupSessions {
 
   /** Opens the sessions of a cluster whose map is {@code known} (one group: the only session). */
   private synchronized void adopt(PartitionMap known) {
+    if (closed) {
+      return; // closed while the learner asked: open nothing that nobody would close
+    }
     if (known.getGroupCount() <= 1) {
       primary = new SessionDriver(settings);
       return;
