@@ -29,14 +29,7 @@ name=compare-etcd
 . "$root/bench/lib.sh"
 ports_free "${etcd_ports[@]}" "${etcd_peer_ports[@]}" "${idem_ports[@]}" "${idem_raft_ports[@]}"
 
-if ! command -v etcd > /dev/null; then
-  echo "compare-etcd: installing etcd-server from Debian packages..." >&2
-  sudo_cmd=""
-  if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
-  $sudo_cmd apt-get update -qq > /dev/null
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq etcd-server > /dev/null
-fi
-etcd_bin="$(command -v etcd)"
+install_missing etcd etcd-server
 
 # Build the idem jar now (first run), not inside a measurement.
 "$root/idem" --version > /dev/null
@@ -48,24 +41,8 @@ bench() { # target, servers
   tail -n 1 "$work/$1.out"
 }
 
-echo "== etcd $("$etcd_bin" --version | head -1 | awk '{print $3}'), 3 members on loopback, data in $work" >&2
-cluster=""
-for i in 0 1 2; do
-  cluster+="e$i=http://127.0.0.1:${etcd_peer_ports[$i]},"
-done
-cluster="${cluster%,}"
-for i in 0 1 2; do
-  "$etcd_bin" --name "e$i" --data-dir "$work/etcd/e$i" \
-    --listen-client-urls "http://127.0.0.1:${etcd_ports[$i]}" \
-    --advertise-client-urls "http://127.0.0.1:${etcd_ports[$i]}" \
-    --listen-peer-urls "http://127.0.0.1:${etcd_peer_ports[$i]}" \
-    --initial-advertise-peer-urls "http://127.0.0.1:${etcd_peer_ports[$i]}" \
-    --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token compare-etcd \
-    --logger zap --log-outputs stderr --log-level warn > "$work/etcd-e$i.log" 2>&1 &
-  pids+=($!)
-done
-for p in "${etcd_ports[@]}"; do wait_port "$p" 30; done
-etcd_json="$(bench etcd "127.0.0.1:${etcd_ports[0]},127.0.0.1:${etcd_ports[1]},127.0.0.1:${etcd_ports[2]}")"
+start_etcd
+etcd_json="$(bench etcd "$etcd_servers")"
 stop_all
 
 echo "== idem, 3 idem server processes on loopback, data in $work" >&2

@@ -38,18 +38,8 @@ name=compare-peers
 ports_free "${etcd_ports[@]}" "${etcd_peer_ports[@]}" "${zk_ports[@]}" "${zk_quorum_ports[@]}" \
   "${zk_election_ports[@]}" "${idem_ports[@]}" "${idem_raft_ports[@]}"
 
-install_missing() { # command or file to look for, Debian package
-  if ! command -v "$1" > /dev/null && [ ! -e "$1" ]; then
-    echo "compare-peers: installing $2 from Debian packages..." >&2
-    local sudo_cmd=""
-    if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
-    $sudo_cmd apt-get update -qq > /dev/null
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "$2" > /dev/null
-  fi
-}
 install_missing etcd etcd-server
 install_missing /usr/share/java/zookeeper.jar zookeeper
-etcd_bin="$(command -v etcd)"
 
 # Build the idem jar now (first run), not inside a measurement.
 "$root/idem" --version > /dev/null
@@ -77,21 +67,7 @@ bench() { # target, servers, label, then extra options of idem bench (--rate R)
 }
 pct() { awk -v p="$1" -v x="$2" 'BEGIN { printf "%d", p * x / 100 }'; }
 
-echo "== etcd $("$etcd_bin" --version | head -1 | awk '{print $3}'), 3 members on loopback, data in $work" >&2
-cluster=""
-for i in 0 1 2; do cluster+="e$i=http://127.0.0.1:${etcd_peer_ports[$i]},"; done
-for i in 0 1 2; do
-  "$etcd_bin" --name "e$i" --data-dir "$work/etcd/e$i" \
-    --listen-client-urls "http://127.0.0.1:${etcd_ports[$i]}" \
-    --advertise-client-urls "http://127.0.0.1:${etcd_ports[$i]}" \
-    --listen-peer-urls "http://127.0.0.1:${etcd_peer_ports[$i]}" \
-    --initial-advertise-peer-urls "http://127.0.0.1:${etcd_peer_ports[$i]}" \
-    --initial-cluster "${cluster%,}" --initial-cluster-state new --initial-cluster-token compare-peers \
-    --logger zap --log-outputs stderr --log-level warn > "$work/etcd-e$i.log" 2>&1 &
-  pids+=($!)
-done
-for p in "${etcd_ports[@]}"; do wait_port "$p" 30; done
-etcd_servers="127.0.0.1:${etcd_ports[0]},127.0.0.1:${etcd_ports[1]},127.0.0.1:${etcd_ports[2]}"
+start_etcd
 bench etcd "$etcd_servers" "closed-loop peak"
 etcd_peak="$peak"
 rates=("$(pct 25 "$etcd_peak")" "$(pct 50 "$etcd_peak")" "$(pct 75 "$etcd_peak")")
