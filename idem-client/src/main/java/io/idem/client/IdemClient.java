@@ -600,10 +600,22 @@ public final class IdemClient implements AutoCloseable {
               }
               return carrier.submit(op, left).thenApply(f -> type.cast(typed(op, f)));
             });
-    if (observer != CallObserver.NONE) {
-      call.whenComplete((r, e) -> observer.finished(op.getOpCase(), e, start));
+    if (observer == CallObserver.NONE) {
+      return call;
     }
-    return call;
+    // The caller sees the answer only after it is counted: a test or a dashboard that reads the
+    // meters once a call returned finds that call in them.
+    CompletableFuture<T> counted = new CompletableFuture<>();
+    call.whenComplete(
+        (r, e) -> {
+          observer.finished(op.getOpCase(), e, start);
+          if (e == null) {
+            counted.complete(r);
+          } else {
+            counted.completeExceptionally(e);
+          }
+        });
+    return counted;
   }
 
   /** The typed result of {@code op}'s answer {@code f}, or the exception it stands for. */
