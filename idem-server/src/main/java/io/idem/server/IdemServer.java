@@ -98,7 +98,7 @@ public final class IdemServer implements AutoCloseable {
               config.snapshotEveryEntries(),
               metrics));
     }
-    this.host = new RaftHost(config, machines, unsafeLocalReads);
+    this.host = new RaftHost(config, machines);
     this.waits = daemonScheduler("idem-identity-" + config.id());
     this.balancer = daemonScheduler("idem-balance-" + config.id());
     IdemStateMachine meta = machines.get(0);

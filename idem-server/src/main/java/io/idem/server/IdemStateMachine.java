@@ -3,6 +3,9 @@ package io.idem.server;
 import io.idem.proto.Command;
 import io.idem.proto.ConfigureCmd;
 import io.idem.proto.EntryResult;
+import io.idem.proto.GetKeyReply;
+import io.idem.proto.GetKeyRequest;
+import io.idem.proto.GetReply;
 import io.idem.proto.LogEntry;
 import io.idem.proto.ReadQuery;
 import java.io.IOException;
@@ -389,19 +392,38 @@ final class IdemStateMachine extends BaseStateMachine {
     return EntryResult.parseFrom(message.getContent().asReadOnlyByteBuffer());
   }
 
+  /**
+   * The value of {@code key} as applied on this node now, for {@code principal}. Linearizable only
+   * behind a read barrier ({@link Batcher#barrier}); {@link FrontDoor} puts it there.
+   */
+  GetReply get(String key, String principal) {
+    synchronized (lock) {
+      return state.get(key, principal);
+    }
+  }
+
+  /** The record of an idempotency key as applied on this node now; as {@link #get}. */
+  GetKeyReply getKey(GetKeyRequest request, String principal) {
+    synchronized (lock) {
+      return state.getKey(request, principal);
+    }
+  }
+
+  /**
+   * A read-only query through Ratis (its ReadIndex). Idem's reads do not come this way (they read
+   * {@link #get} behind a barrier); Ratis's client port is closed to clients, so only a member
+   * could ask.
+   */
   @Override
   public CompletableFuture<Message> query(Message request) {
     try {
       ReadQuery q = ReadQuery.parseFrom(request.getContent().asReadOnlyByteBuffer());
-      byte[] reply;
-      synchronized (lock) {
-        reply =
-            switch (q.getQueryCase()) {
-              case GET -> state.get(q.getGet().getKey(), q.getPrincipal()).toByteArray();
-              case GET_KEY -> state.getKey(q.getGetKey(), q.getPrincipal()).toByteArray();
-              case QUERY_NOT_SET -> throw new IOException("a read query without a query");
-            };
-      }
+      byte[] reply =
+          switch (q.getQueryCase()) {
+            case GET -> get(q.getGet().getKey(), q.getPrincipal()).toByteArray();
+            case GET_KEY -> getKey(q.getGetKey(), q.getPrincipal()).toByteArray();
+            case QUERY_NOT_SET -> throw new IOException("a read query without a query");
+          };
       return CompletableFuture.completedFuture(
           Message.valueOf(UnsafeByteOperations.unsafeWrap(reply)));
     } catch (IOException e) {

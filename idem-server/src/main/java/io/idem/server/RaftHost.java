@@ -46,8 +46,7 @@ final class RaftHost implements AutoCloseable {
    *
    * @param machines the state machine of each group number (0: metadata, 1...: data)
    */
-  RaftHost(ServerConfig config, Map<Integer, IdemStateMachine> machines, boolean unsafeLocalReads)
-      throws IOException {
+  RaftHost(ServerConfig config, Map<Integer, IdemStateMachine> machines) throws IOException {
     Map<RaftGroupId, IdemStateMachine> byId = new java.util.HashMap<>();
     machines.forEach((g, m) -> byId.put(RaftNode.groupId(g), m));
     Set<Integer> recovering = park(config.dataDir(), machines.keySet());
@@ -67,7 +66,7 @@ final class RaftHost implements AutoCloseable {
                   }
                   return m;
                 })
-            .setProperties(RaftNode.properties(config, unsafeLocalReads))
+            .setProperties(RaftNode.properties(config))
             .setParameters(RaftNode.parameters(config))
             .setOption(RaftStorage.StartupOption.RECOVER)
             .build();

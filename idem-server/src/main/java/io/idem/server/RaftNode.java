@@ -4,11 +4,8 @@ import io.idem.proto.EntryResult;
 import io.idem.proto.GetKeyReply;
 import io.idem.proto.GetKeyRequest;
 import io.idem.proto.GetReply;
-import io.idem.proto.GetRequest;
 import io.idem.proto.LogEntry;
-import io.idem.proto.ReadQuery;
 import java.io.IOException;
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.UUID;
@@ -41,7 +38,7 @@ import org.jspecify.annotations.Nullable;
  * One Raft group of an Idem node, seen as a {@link ReplicatedLog}: a division of the node's Ratis
  * server ({@link RaftHost}), which may host several. Entries are submitted to the local server
  * directly ({@link RaftServer#submitClientRequestAsync}), without a Raft client round trip; reads
- * use Ratis's linearizable ReadIndex.
+ * read the local state machine behind the batcher's read barrier.
  */
 final class RaftNode implements ReplicatedLog {
   /**
@@ -114,10 +111,6 @@ final class RaftNode implements ReplicatedLog {
   }
 
   static RaftProperties properties(ServerConfig c) {
-    return properties(c, false);
-  }
-
-  static RaftProperties properties(ServerConfig c, boolean unsafeLocalReads) {
     RaftProperties p = new RaftProperties();
     RaftServerConfigKeys.setStorageDir(p, List.of(c.dataDir().toFile()));
     String raft = c.self().raftAddress();
@@ -129,17 +122,10 @@ final class RaftNode implements ReplicatedLog {
     RaftServerConfigKeys.Rpc.setTimeoutMax(
         p,
         TimeDuration.valueOf(c.electionTimeoutMaxMs(), java.util.concurrent.TimeUnit.MILLISECONDS));
-    // ReadIndex (Raft thesis 6.4): a read waits until this leader has committed an entry of its
-    // term, records the commit index, and confirms with a round of heartbeats that a majority
-    // still follows it, before it is served at that index. No leader lease (Ratis's
-    // Read.leaderLeaseEnabled stays off, its default): leadership is never assumed from timing.
-    // DEFAULT reads the local state machine at once, which a deposed leader answers stale: only
-    // the verification's negative control sets it (docs/VERIFICATION.md, "Reads under partitions").
-    RaftServerConfigKeys.Read.setOption(
-        p,
-        unsafeLocalReads
-            ? RaftServerConfigKeys.Read.Option.DEFAULT
-            : RaftServerConfigKeys.Read.Option.LINEARIZABLE);
+    // Idem's reads do not go through Ratis (they read the state machine behind the batcher's read
+    // barrier, FrontDoor.get). A read-only request a member might send is answered with Ratis's
+    // ReadIndex, never from a leader lease (Read.leaderLeaseEnabled stays off, its default).
+    RaftServerConfigKeys.Read.setOption(p, RaftServerConfigKeys.Read.Option.LINEARIZABLE);
     RaftServerConfigKeys.Snapshot.setAutoTriggerEnabled(p, true);
     RaftServerConfigKeys.Snapshot.setAutoTriggerThreshold(p, c.snapshotEveryEntries());
     RaftServerConfigKeys.Snapshot.setRetentionFileNum(p, c.snapshotsRetained());
@@ -194,40 +180,21 @@ final class RaftNode implements ReplicatedLog {
             });
   }
 
+  /**
+   * The value of {@code key} as this node applied it, read at once: linearizable only behind a read
+   * barrier ({@link Batcher#barrier}), which {@link FrontDoor} waits for. The barrier's commit
+   * already proves what Ratis's ReadIndex round would, so no round of heartbeats follows it
+   * (docs/VERIFICATION.md, "Reads under partitions").
+   */
   @Override
   public CompletableFuture<GetReply> read(String key, String principal) {
-    return query(
-        ReadQuery.newBuilder()
-            .setGet(GetRequest.newBuilder().setKey(key))
-            .setPrincipal(principal)
-            .build(),
-        GetReply::parseFrom);
+    return CompletableFuture.completedFuture(stateMachine.get(key, principal));
   }
 
+  /** The record of an idempotency key as this node applied it; as {@link #read}. */
   @Override
   public CompletableFuture<GetKeyReply> readKey(GetKeyRequest req, String principal) {
-    return query(
-        ReadQuery.newBuilder().setGetKey(req).setPrincipal(principal).build(),
-        GetKeyReply::parseFrom);
-  }
-
-  /** A linearizable read-only query (ReadIndex), its reply parsed by {@code parser}. */
-  private <T> CompletableFuture<T> query(ReadQuery q, ReplyParser<T> parser) {
-    return submit(request(RaftClientRequest.readRequestType(), q.toByteArray()))
-        .thenApply(
-            reply -> {
-              try {
-                return parser.parse(reply.getMessage().getContent().asReadOnlyByteBuffer());
-              } catch (IOException e) {
-                throw new CompletionException(e);
-              }
-            });
-  }
-
-  /** Parses a query's reply. */
-  @FunctionalInterface
-  private interface ReplyParser<T> {
-    T parse(ByteBuffer bytes) throws IOException;
+    return CompletableFuture.completedFuture(stateMachine.getKey(req, principal));
   }
 
   private RaftClientRequest request(RaftClientRequest.Type type, byte[] content) {
