@@ -4,18 +4,21 @@
 #   1. each system's closed-loop peak (--sessions x --window, as bench/compare-etcd.sh);
 #   2. open-loop runs (`--rate`) at 25%, 50% and 75% of etcd's peak, on etcd, ZooKeeper and Idem;
 #   3. Idem alone, open loop, at 50% and 75% of its own peak.
-# Every run reports the servers' CPU-us per write (/proc, over the measured window). At the end: one table and a PNG
-# plot of p99 against rate per system (`idem bench-plot`), both in --out. Installs etcd-server and zookeeper from
-# Debian packages if they are missing.
+# Then linearizable reads (`--workload get`: etcd's default get, ZooKeeper's sync then getData, Idem's get) of 100
+# keys written before each run: etcd's and Idem's closed-loop read peaks, and open loops at 25%, 50% and 75% of
+# etcd's read peak on all three (--no-reads skips them).
+# Every run reports the servers' CPU-us per operation (/proc, over the measured window). At the end: one table and
+# a PNG plot of p99 against rate per system for writes, and one of each for reads (`idem bench-plot`), all in --out.
+# Installs etcd-server and zookeeper from Debian packages if they are missing.
 #
 #   bench/compare-peers.sh [--sessions 256] [--window 1] [--duration 30s] [--warmup 30s] [--value-size 100]
-#                          [--out bench/out/compare-peers]
+#                          [--no-reads] [--out bench/out/compare-peers]
 #
 # Environment: IDEM_JAVA_OPTS (JVM flags of the Idem servers and the bench, see ./idem),
 # KEEP_DATA=1 keeps the data directories (under $TMPDIR) for inspection.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-sessions=256 window=1 duration=30s warmup=30s value_size=100 out="$root/bench/out/compare-peers"
+sessions=256 window=1 duration=30s warmup=30s value_size=100 reads=1 out="$root/bench/out/compare-peers"
 while [ $# -gt 0 ]; do
   case "$1" in
     --sessions) sessions="$2"; shift 2 ;;
@@ -23,8 +26,9 @@ while [ $# -gt 0 ]; do
     --duration) duration="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
     --value-size) value_size="$2"; shift 2 ;;
+    --no-reads) reads=0; shift ;;
     --out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "compare-peers: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -44,25 +48,32 @@ install_missing /usr/share/java/zookeeper.jar zookeeper
 # Build the idem jar now (first run), not inside a measurement.
 "$root/idem" --version > /dev/null
 mkdir -p "$out"
-results="$out/runs.jsonl"
+results="$out/runs.jsonl" read_results="$out/reads.jsonl"
 : > "$results"
+: > "$read_results"
 
 bench() { # target, servers, label, then extra options of idem bench (--rate R)
-  local target="$1" servers="$2" label="$3"
-  shift 3
-  echo "-- $target $label" >&2
+  run_bench put "$results" "$@"
+}
+bench_reads() { # as bench, for the get workload
+  run_bench get "$read_results" "$@"
+}
+run_bench() { # workload, results file, target, servers, label, then extra options of idem bench
+  local workload="$1" into="$2" target="$3" servers="$4" label="$5"
+  shift 5
+  echo "-- $target $workload $label" >&2
   "$root/idem" bench --target "$target" --servers "$servers" --sessions "$sessions" --window "$window" \
-    --workload put --value-size "$value_size" --duration "$duration" --warmup "$warmup" \
+    --workload "$workload" --value-size "$value_size" --duration "$duration" --warmup "$warmup" \
     --cpu-pids "$(IFS=,; echo "${pids[*]}")" "$@" > "$work/run.out" || true
   tail -n 4 "$work/run.out" | grep -v '^{' >&2 || true
   local json
   json="$(grep '^{"target"' "$work/run.out" | tail -n 1)"
   if [ -z "$json" ]; then
-    echo "compare-peers: $target $label printed no result; its output:" >&2
+    echo "compare-peers: $target $workload $label printed no result; its output:" >&2
     cat "$work/run.out" >&2
     exit 1
   fi
-  echo "$json" >> "$results"
+  echo "$json" >> "$into"
   peak="$(sed -n 's/.*"ops_per_s":\([0-9.]*\).*/\1/p' <<< "$json")"
 }
 pct() { awk -v p="$1" -v x="$2" 'BEGIN { printf "%d", p * x / 100 }'; }
@@ -72,6 +83,12 @@ bench etcd "$etcd_servers" "closed-loop peak"
 etcd_peak="$peak"
 rates=("$(pct 25 "$etcd_peak")" "$(pct 50 "$etcd_peak")" "$(pct 75 "$etcd_peak")")
 for r in "${rates[@]}"; do bench etcd "$etcd_servers" "open loop at $r/s" --rate "$r"; done
+if [ "$reads" = 1 ]; then
+  bench_reads etcd "$etcd_servers" "closed-loop peak"
+  etcd_read_peak="$peak"
+  read_rates=("$(pct 25 "$etcd_read_peak")" "$(pct 50 "$etcd_read_peak")" "$(pct 75 "$etcd_read_peak")")
+  for r in "${read_rates[@]}"; do bench_reads etcd "$etcd_servers" "open loop at $r/s" --rate "$r"; done
+fi
 stop_all
 
 zk_version="$(dpkg-query -W -f '${Version}' zookeeper 2> /dev/null || true)"
@@ -100,6 +117,9 @@ for p in "${zk_ports[@]}"; do wait_port "$p" 60; done
 zk_servers="127.0.0.1:${zk_ports[0]},127.0.0.1:${zk_ports[1]},127.0.0.1:${zk_ports[2]}"
 bench zookeeper "$zk_servers" "closed-loop peak" --timeout 60s
 for r in "${rates[@]}"; do bench zookeeper "$zk_servers" "open loop at $r/s" --rate "$r"; done
+if [ "$reads" = 1 ]; then
+  for r in "${read_rates[@]}"; do bench_reads zookeeper "$zk_servers" "open loop at $r/s" --rate "$r"; done
+fi
 stop_all
 
 echo "== idem, 3 idem server processes on loopback, data in $work" >&2
@@ -117,9 +137,18 @@ for p in 50 75; do
   r="$(pct "$p" "$idem_peak")"
   bench idem "$idem_servers" "open loop at $r/s ($p% of its own peak)" --rate "$r"
 done
+if [ "$reads" = 1 ]; then
+  bench_reads idem "$idem_servers" "closed-loop peak"
+  for r in "${read_rates[@]}"; do bench_reads idem "$idem_servers" "open loop at $r/s" --rate "$r"; done
+fi
 stop_all
 
 "$root/idem" bench-plot --png "$out/p99-vs-rate.png" \
   --title "p99 against offered rate: etcd, ZooKeeper, Idem; 3 servers each on loopback, 2 cores" \
   "$results" | tee "$out/table.md"
-echo "compare-peers: runs in $results, table in $out/table.md, plot in $out/p99-vs-rate.png" >&2
+if [ "$reads" = 1 ]; then
+  "$root/idem" bench-plot --png "$out/p99-reads-vs-rate.png" \
+    --title "p99 of linearizable reads against offered rate; 3 servers each on loopback, 2 cores" \
+    "$read_results" | tee "$out/reads-table.md"
+fi
+echo "compare-peers: runs in $results and $read_results, tables and plots (p99-*.png) in $out" >&2

@@ -45,7 +45,8 @@ final class BenchCommand implements Callable<Integer> {
     incr,
     append,
     mixed,
-    keys
+    keys,
+    get
   }
 
   /** The cluster's bound on a key's stored response (docs/PROTOCOL.md). */
@@ -107,9 +108,12 @@ final class BenchCommand implements Callable<Integer> {
       names = "--workload",
       defaultValue = "put",
       description =
-          "put, incr, append, mixed, or keys: each operation acquires a new idempotency key and"
-              + " completes it with a --value-size response (two writes, one latency)."
-              + " Default: ${DEFAULT-VALUE}.")
+          "put, incr, append, mixed, keys, or get. keys: each operation acquires a new"
+              + " idempotency key and completes it with a --value-size response (two writes, one"
+              + " latency). get: linearizable reads of "
+              + BenchTarget.READ_KEYS
+              + " keys written before the run (on etcd a plain get, on ZooKeeper a sync then a"
+              + " read). Default: ${DEFAULT-VALUE}.")
   Workload workload;
 
   @Option(
@@ -449,10 +453,13 @@ final class BenchCommand implements Callable<Integer> {
       return go ? stores().onRedis(store, redisServer, aof) : 0;
     }
     if (target != Target.idem) {
-      if (local != 0 || workload != Workload.put) {
+      if (local != 0 || (workload != Workload.put && workload != Workload.get)) {
         spec.commandLine()
             .getErr()
-            .println("idem: --target " + target + " runs the put workload against --servers only");
+            .println(
+                "idem: --target "
+                    + target
+                    + " runs the put or get workload against --servers only");
         return 2;
       }
       if (!go) {

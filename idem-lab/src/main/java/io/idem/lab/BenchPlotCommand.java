@@ -180,7 +180,7 @@ final class BenchPlotCommand implements Callable<Integer> {
     JFreeChart chart =
         ChartFactory.createXYLineChart(
             null,
-            "offered rate (writes/s)",
+            "offered rate (operations/s)",
             "p99 (ms)",
             data,
             PlotOrientation.VERTICAL,

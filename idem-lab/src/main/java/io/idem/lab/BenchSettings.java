@@ -48,6 +48,10 @@ record BenchSettings(
 
   /** What one operation of the workload is, for the report. */
   String unit() {
-    return workload == BenchCommand.Workload.keys ? "keyed operations" : "writes";
+    return switch (workload) {
+      case keys -> "keyed operations";
+      case get -> "reads";
+      default -> "writes";
+    };
   }
 }

@@ -136,7 +136,9 @@ final class BenchStores {
                   .window(settings.window())
                   .build());
         }
-        return measure.measure(new IdemTarget(clients, settings, run)).code();
+        IdemTarget target = new IdemTarget(clients, settings, run);
+        target.prepare();
+        return measure.measure(target).code();
       } finally {
         for (IdemClient c : clients) {
           c.close();
@@ -172,8 +174,9 @@ final class BenchStores {
 
   /** Runs plain puts through jetcd on the etcd cluster at {@code servers}. */
   int onEtcd(String servers) throws Exception {
-    try (EtcdTarget etcd = EtcdTarget.connect(servers, settings.valueSize())) {
+    try (EtcdTarget etcd = EtcdTarget.connect(servers, settings.valueSize(), settings.workload())) {
       etcd.probe(); // fails fast, in one line, if nobody answers
+      etcd.prepare();
       return measure.measure(etcd).code();
     }
   }
@@ -182,7 +185,12 @@ final class BenchStores {
   int onZooKeeper(String servers, Duration timeout) throws Exception {
     try (ZooKeeperTarget zk =
         ZooKeeperTarget.connect(
-            servers, settings.valueSize(), settings.sessions(), timeout.toMillis())) {
+            servers,
+            settings.valueSize(),
+            settings.workload(),
+            settings.sessions(),
+            timeout.toMillis())) {
+      zk.prepare();
       return measure.measure(zk).code();
     }
   }

@@ -11,7 +11,22 @@ interface BenchTarget extends AutoCloseable {
   /** The name in the report and its JSON line. */
   String name();
 
-  /** Issues write {@code n} of {@code session}; completes when it is acknowledged. */
+  /** How many keys the get workload reads, each written once by {@link #prepare}. */
+  int READ_KEYS = 100;
+
+  /** The key that read {@code n} of the get workload reads, below the target's own prefix. */
+  static String readKey(long n) {
+    return "read/" + Math.floorMod(n, READ_KEYS);
+  }
+
+  /**
+   * Readies the target before the run: with the get workload, writes the {@link #READ_KEYS} keys
+   * that it reads, so that every read finds a value. Nothing for the other workloads, and nothing
+   * on the key stores, which run the keys workload only.
+   */
+  default void prepare() throws Exception {}
+
+  /** Issues operation {@code n} of {@code session}; completes when it is acknowledged. */
   CompletableFuture<?> op(int session, long n);
 
   /** Requests resent so far: none, unless the target retries. */

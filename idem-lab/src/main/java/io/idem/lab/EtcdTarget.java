@@ -23,15 +23,17 @@ final class EtcdTarget implements BenchTarget {
   private final Client client;
   private final KV kv;
   private final ByteSequence value;
+  private final boolean reads;
 
-  private EtcdTarget(Client client, int valueSize) {
+  private EtcdTarget(Client client, int valueSize, boolean reads) {
     this.client = client;
     this.kv = client.getKVClient();
     this.value = ByteSequence.from(new byte[valueSize]);
+    this.reads = reads;
   }
 
   /** A client for the comma-separated {@code host:port} client addresses of an etcd cluster. */
-  static EtcdTarget connect(String servers, int valueSize) {
+  static EtcdTarget connect(String servers, int valueSize, BenchCommand.Workload workload) {
     List<String> endpoints = new ArrayList<>();
     for (String s : servers.split(",")) {
       if (!s.isBlank()) {
@@ -42,7 +44,9 @@ final class EtcdTarget implements BenchTarget {
       throw new IllegalArgumentException("--servers names no etcd endpoint");
     }
     return new EtcdTarget(
-        Client.builder().endpoints(endpoints.toArray(String[]::new)).build(), valueSize);
+        Client.builder().endpoints(endpoints.toArray(String[]::new)).build(),
+        valueSize,
+        workload == BenchCommand.Workload.get);
   }
 
   /** One put, waited for: a clear error now rather than a run of failures. */
@@ -63,7 +67,32 @@ final class EtcdTarget implements BenchTarget {
   }
 
   @Override
+  public void prepare() throws InterruptedException, ExecutionException, TimeoutException {
+    if (reads) {
+      for (int k = 0; k < READ_KEYS; k++) {
+        kv.put(key(BenchTarget.readKey(k)), value).get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+      }
+    }
+  }
+
+  /**
+   * A put of session's key {@code n mod 1000}, or with the get workload a linearizable get (etcd's
+   * default; serializable reads stay off) that must find its key.
+   */
+  @Override
   public CompletableFuture<?> op(int session, long n) {
+    if (reads) {
+      ByteSequence k = key(BenchTarget.readKey(n));
+      return kv.get(k)
+          .thenApply(
+              r -> {
+                if (r.getCount() != 1) {
+                  throw new IllegalStateException("read of " + k + " found no value");
+                }
+                return r;
+              })
+          .orTimeout(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+    }
     return kv.put(key(session + "/" + (n % 1000)), value)
         .orTimeout(CALL_TIMEOUT_S, TimeUnit.SECONDS);
   }

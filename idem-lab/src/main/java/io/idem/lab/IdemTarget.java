@@ -17,6 +17,9 @@ final class IdemTarget implements BenchTarget {
   private static final List<BenchCommand.Workload> MIXED =
       List.of(BenchCommand.Workload.put, BenchCommand.Workload.incr, BenchCommand.Workload.append);
 
+  /** Where the get workload's keys live. */
+  private static final String READ_PREFIX = "bench/";
+
   private final List<IdemClient> clients;
   private final BenchSettings settings;
   private final String run;
@@ -39,6 +42,15 @@ final class IdemTarget implements BenchTarget {
   }
 
   @Override
+  public void prepare() {
+    if (settings.workload() == BenchCommand.Workload.get) {
+      for (int k = 0; k < BenchTarget.READ_KEYS; k++) {
+        clients.get(0).put(READ_PREFIX + BenchTarget.readKey(k), value);
+      }
+    }
+  }
+
+  @Override
   public CompletableFuture<?> op(int session, long n) {
     IdemClient c = clients.get(session);
     BenchCommand.Workload w =
@@ -50,6 +62,17 @@ final class IdemTarget implements BenchTarget {
       case incr -> c.incrementAsync("bench/counter/" + session, 1);
       case append -> c.appendAsync("bench/list/" + (session % 16), value);
       case keys -> keyed(c, session, n, value);
+      case get ->
+          c.getAsync(READ_PREFIX + BenchTarget.readKey(n))
+              .thenApply(
+                  v ->
+                      v.orElseThrow(
+                          () ->
+                              new IllegalStateException(
+                                  "read of "
+                                      + READ_PREFIX
+                                      + BenchTarget.readKey(n)
+                                      + " found no value")));
       case mixed -> throw new IllegalStateException("mixed is resolved above");
     };
   }

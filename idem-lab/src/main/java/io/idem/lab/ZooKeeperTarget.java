@@ -5,7 +5,9 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import org.apache.zookeeper.CreateMode;
 import org.apache.zookeeper.KeeperException;
 import org.apache.zookeeper.Watcher;
@@ -20,6 +22,10 @@ import org.apache.zookeeper.ZooKeeper;
  * leader), so the sessions share up to {@link #HANDLES} handles, each connected where the client
  * library picks, to spread over the servers. Nothing is retried: a write whose answer is lost fails
  * the operation.
+ *
+ * <p>With the get workload, a read is ZooKeeper's recipe for an up-to-date read: a {@code sync} of
+ * the znode, then its {@code getData} on the same handle, which the server answers only after the
+ * sync (a handle's requests are processed in order).
  */
 final class ZooKeeperTarget implements BenchTarget {
   /** The znode under which the bench writes. */
@@ -34,10 +40,12 @@ final class ZooKeeperTarget implements BenchTarget {
 
   private final List<ZooKeeper> handles;
   private final byte[] value;
+  private final boolean reads;
 
-  private ZooKeeperTarget(List<ZooKeeper> handles, int valueSize) {
+  private ZooKeeperTarget(List<ZooKeeper> handles, int valueSize, boolean reads) {
     this.handles = handles;
     this.value = new byte[valueSize];
+    this.reads = reads;
   }
 
   /**
@@ -46,7 +54,8 @@ final class ZooKeeperTarget implements BenchTarget {
    *
    * @throws IllegalStateException if a handle did not connect in time
    */
-  static ZooKeeperTarget connect(String servers, int valueSize, int sessions, long timeoutMs)
+  static ZooKeeperTarget connect(
+      String servers, int valueSize, BenchCommand.Workload workload, int sessions, long timeoutMs)
       throws IOException, InterruptedException {
     List<ZooKeeper> handles = new ArrayList<>();
     try {
@@ -82,7 +91,7 @@ final class ZooKeeperTarget implements BenchTarget {
       }
       throw e;
     }
-    return new ZooKeeperTarget(handles, valueSize);
+    return new ZooKeeperTarget(handles, valueSize, workload == BenchCommand.Workload.get);
   }
 
   @Override
@@ -91,11 +100,37 @@ final class ZooKeeperTarget implements BenchTarget {
   }
 
   @Override
+  public void prepare() throws InterruptedException, ExecutionException, TimeoutException {
+    if (!reads) {
+      return;
+    }
+    ZooKeeper zk = handles.get(0);
+    for (int k = 0; k < READ_KEYS; k++) {
+      CompletableFuture<String> f = new CompletableFuture<>();
+      write(zk, readPath(k), true, f);
+      f.get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+    }
+  }
+
+  private static String readPath(long n) {
+    return ROOT + "/" + BenchTarget.readKey(n).replace('/', '-');
+  }
+
+  @Override
   public CompletableFuture<?> op(int session, long n) {
     ZooKeeper zk = handles.get(session % handles.size());
+    if (reads) {
+      return read(zk, readPath(n)).orTimeout(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+    }
     String path = ROOT + "/" + session + "-" + (n % KEYS_PER_SESSION);
     CompletableFuture<String> f = new CompletableFuture<>();
-    if (n < KEYS_PER_SESSION) {
+    write(zk, path, n < KEYS_PER_SESSION, f);
+    return f.orTimeout(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+  }
+
+  /** Writes the value at {@code path}: creates it first if {@code create} (or sets it if it is). */
+  private void write(ZooKeeper zk, String path, boolean create, CompletableFuture<String> f) {
+    if (create) {
       zk.create(
           path,
           value,
@@ -112,7 +147,31 @@ final class ZooKeeperTarget implements BenchTarget {
     } else {
       set(zk, path, f);
     }
-    return f.orTimeout(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+  }
+
+  /** A sync of {@code path}, then its data, which must be there. */
+  private static CompletableFuture<byte[]> read(ZooKeeper zk, String path) {
+    CompletableFuture<byte[]> f = new CompletableFuture<>();
+    zk.sync(
+        path,
+        (rc, p, ctx) -> {
+          if (rc != KeeperException.Code.OK.intValue()) {
+            f.completeExceptionally(KeeperException.create(KeeperException.Code.get(rc), p));
+          }
+        },
+        null);
+    zk.getData(
+        path,
+        false,
+        (rc, p, ctx, data, stat) -> {
+          if (rc == KeeperException.Code.OK.intValue()) {
+            f.complete(data);
+          } else {
+            f.completeExceptionally(KeeperException.create(KeeperException.Code.get(rc), p));
+          }
+        },
+        null);
+    return f;
   }
 
   private void set(ZooKeeper zk, String path, CompletableFuture<String> f) {

@@ -146,6 +146,38 @@ class LabCliTest {
   }
 
   @Test
+  void benchGetWorkloadReadsKeysWrittenBeforeTheRunAtAGivenRate() {
+    assertThat(
+            run(
+                "bench",
+                "--local",
+                "1",
+                "--workload",
+                "get",
+                "--sessions",
+                "4",
+                "--rate",
+                "200",
+                "--warmup",
+                "1s",
+                "--duration",
+                "3s"))
+        .as(err.toString())
+        .isZero();
+    String[] lines = out.toString().strip().split("[\\r\\n]+");
+    String json = lines[lines.length - 1];
+    // Every read found its key (a read that found none counts as an error) and the rate held.
+    assertThat(json)
+        .contains("\"workload\":\"get\"")
+        .contains("\"short\":false")
+        .containsPattern("\"errors\":0[,}]");
+    Matcher ops = Pattern.compile("\"ops\":(\\d+),").matcher(json);
+    assertThat(ops.find()).as(json).isTrue();
+    assertThat(Long.parseLong(ops.group(1))).isBetween(500L, 700L);
+    assertThat(out.toString()).contains("reads/s");
+  }
+
+  @Test
   void benchRefusesATimelineItCannotWriteBeforeItStarts(@TempDir Path dir) {
     assertThat(run("bench", "--local", "1", "--timeline", dir.resolve("no/such/t.csv").toString()))
         .isEqualTo(2);
@@ -487,7 +519,7 @@ class LabCliTest {
   @Test
   void benchAgainstEtcdChecksItsSettingsAndSaysWhenNobodyAnswers() {
     assertThat(run("bench", "--target", "etcd", "--local", "1")).isEqualTo(2);
-    assertOneLineError("--target etcd runs the put workload against --servers only");
+    assertOneLineError("--target etcd runs the put or get workload against --servers only");
     err.getBuffer().setLength(0);
     assertThat(run("bench", "--target", "etcd", "--workload", "incr")).isEqualTo(2);
     err.getBuffer().setLength(0);
