@@ -5,8 +5,8 @@
 #   2. open-loop runs (`--rate`) at 25%, 50% and 75% of etcd's peak, on etcd, ZooKeeper and Idem;
 #   3. Idem alone, open loop, at 50% and 75% of its own peak.
 # Then linearizable reads (`--workload get`: etcd's default get, ZooKeeper's sync then getData, Idem's get) of 100
-# keys written before each run: etcd's and Idem's closed-loop read peaks, and open loops at 25%, 50% and 75% of
-# etcd's read peak on all three (--no-reads skips them).
+# keys written before each run, each system on a new cluster: etcd's and Idem's closed-loop read peaks, and open
+# loops at 25%, 50% and 75% of etcd's read peak on all three (--no-reads skips them).
 # Every run reports the servers' CPU-us per operation (/proc, over the measured window). At the end: one table and
 # a PNG plot of p99 against rate per system for writes, and one of each for reads (`idem bench-plot`), all in --out.
 # Installs etcd-server and zookeeper from Debian packages if they are missing.
@@ -78,58 +78,62 @@ run_bench() { # workload, results file, target, servers, label, then extra optio
 }
 pct() { awk -v p="$1" -v x="$2" 'BEGIN { printf "%d", p * x / 100 }'; }
 
+start_zookeeper() { # a new 3-server ensemble; sets zk_servers
+  local i j conf data p zk_version
+  rm -rf "$work/zk"
+  zk_version="$(dpkg-query -W -f '${Version}' zookeeper 2> /dev/null || true)"
+  echo "== zookeeper ${zk_version:-?}, 3 servers on loopback, data in $work" >&2
+  for i in 0 1 2; do
+    conf="$work/zk/conf$i" data="$work/zk/data$i"
+    mkdir -p "$conf" "$data"
+    echo $((i + 1)) > "$data/myid"
+    {
+      echo "tickTime=2000"
+      echo "initLimit=10"
+      echo "syncLimit=5"
+      echo "dataDir=$data"
+      echo "clientPortAddress=127.0.0.1"
+      echo "clientPort=${zk_ports[$i]}"
+      echo "maxClientCnxns=0"
+      echo "admin.enableServer=false"
+      for j in 0 1 2; do echo "server.$((j + 1))=127.0.0.1:${zk_quorum_ports[$j]}:${zk_election_ports[$j]}"; done
+    } > "$conf/zoo.cfg"
+    # As Debian's zkServer.sh runs it: the jar's manifest names the libraries it needs (with no logging back end).
+    java -cp "$conf:/usr/share/java/zookeeper.jar" \
+      org.apache.zookeeper.server.quorum.QuorumPeerMain "$conf/zoo.cfg" > "$work/zk-$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${zk_ports[@]}"; do wait_port "$p" 60; done
+  zk_servers="127.0.0.1:${zk_ports[0]},127.0.0.1:${zk_ports[1]},127.0.0.1:${zk_ports[2]}"
+}
+
+start_idem() { # a new 3-node cluster; sets idem_servers
+  local n p peers="n1=127.0.0.1:7002:7001,n2=127.0.0.1:7012:7011,n3=127.0.0.1:7022:7021"
+  rm -rf "$work/idem"
+  echo "== idem, 3 idem server processes on loopback, data in $work" >&2
+  for n in n1 n2 n3; do
+    "$root/idem" server --id "$n" --data-dir "$work/idem/$n" --peers "$peers" > "$work/idem-$n.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${idem_ports[@]}"; do wait_port "$p" 60; done
+  idem_servers="127.0.0.1:7001,127.0.0.1:7011,127.0.0.1:7021"
+}
+
+# Writes. Each system runs on a new cluster, and its reads below on another new one, so that neither inherits the
+# other's data (etcd keeps every revision of the writes until compacted).
 start_etcd
 bench etcd "$etcd_servers" "closed-loop peak"
 etcd_peak="$peak"
 rates=("$(pct 25 "$etcd_peak")" "$(pct 50 "$etcd_peak")" "$(pct 75 "$etcd_peak")")
 for r in "${rates[@]}"; do bench etcd "$etcd_servers" "open loop at $r/s" --rate "$r"; done
-if [ "$reads" = 1 ]; then
-  bench_reads etcd "$etcd_servers" "closed-loop peak"
-  etcd_read_peak="$peak"
-  read_rates=("$(pct 25 "$etcd_read_peak")" "$(pct 50 "$etcd_read_peak")" "$(pct 75 "$etcd_read_peak")")
-  for r in "${read_rates[@]}"; do bench_reads etcd "$etcd_servers" "open loop at $r/s" --rate "$r"; done
-fi
 stop_all
 
-zk_version="$(dpkg-query -W -f '${Version}' zookeeper 2> /dev/null || true)"
-echo "== zookeeper ${zk_version:-?}, 3 servers on loopback, data in $work" >&2
-for i in 0 1 2; do
-  conf="$work/zk/conf$i" data="$work/zk/data$i"
-  mkdir -p "$conf" "$data"
-  echo $((i + 1)) > "$data/myid"
-  {
-    echo "tickTime=2000"
-    echo "initLimit=10"
-    echo "syncLimit=5"
-    echo "dataDir=$data"
-    echo "clientPortAddress=127.0.0.1"
-    echo "clientPort=${zk_ports[$i]}"
-    echo "maxClientCnxns=0"
-    echo "admin.enableServer=false"
-    for j in 0 1 2; do echo "server.$((j + 1))=127.0.0.1:${zk_quorum_ports[$j]}:${zk_election_ports[$j]}"; done
-  } > "$conf/zoo.cfg"
-  # As Debian's zkServer.sh runs it: the jar's manifest names the libraries it needs (with no logging back end).
-  java -cp "$conf:/usr/share/java/zookeeper.jar" \
-    org.apache.zookeeper.server.quorum.QuorumPeerMain "$conf/zoo.cfg" > "$work/zk-$i.log" 2>&1 &
-  pids+=($!)
-done
-for p in "${zk_ports[@]}"; do wait_port "$p" 60; done
-zk_servers="127.0.0.1:${zk_ports[0]},127.0.0.1:${zk_ports[1]},127.0.0.1:${zk_ports[2]}"
+start_zookeeper
 bench zookeeper "$zk_servers" "closed-loop peak" --timeout 60s
 for r in "${rates[@]}"; do bench zookeeper "$zk_servers" "open loop at $r/s" --rate "$r"; done
-if [ "$reads" = 1 ]; then
-  for r in "${read_rates[@]}"; do bench_reads zookeeper "$zk_servers" "open loop at $r/s" --rate "$r"; done
-fi
 stop_all
 
-echo "== idem, 3 idem server processes on loopback, data in $work" >&2
-peers="n1=127.0.0.1:7002:7001,n2=127.0.0.1:7012:7011,n3=127.0.0.1:7022:7021"
-for n in n1 n2 n3; do
-  "$root/idem" server --id "$n" --data-dir "$work/idem/$n" --peers "$peers" > "$work/idem-$n.log" 2>&1 &
-  pids+=($!)
-done
-for p in "${idem_ports[@]}"; do wait_port "$p" 60; done
-idem_servers="127.0.0.1:7001,127.0.0.1:7011,127.0.0.1:7021"
+start_idem
 bench idem "$idem_servers" "closed-loop peak"
 idem_peak="$peak"
 for r in "${rates[@]}"; do bench idem "$idem_servers" "open loop at $r/s" --rate "$r"; done
@@ -137,11 +141,27 @@ for p in 50 75; do
   r="$(pct "$p" "$idem_peak")"
   bench idem "$idem_servers" "open loop at $r/s ($p% of its own peak)" --rate "$r"
 done
+stop_all
+
 if [ "$reads" = 1 ]; then
+  start_etcd
+  bench_reads etcd "$etcd_servers" "closed-loop peak"
+  etcd_read_peak="$peak"
+  read_rates=("$(pct 25 "$etcd_read_peak")" "$(pct 50 "$etcd_read_peak")" "$(pct 75 "$etcd_read_peak")")
+  for r in "${read_rates[@]}"; do bench_reads etcd "$etcd_servers" "open loop at $r/s" --rate "$r"; done
+  stop_all
+
+  start_zookeeper
+  for r in "${read_rates[@]}"; do
+    bench_reads zookeeper "$zk_servers" "open loop at $r/s" --rate "$r" --timeout 60s
+  done
+  stop_all
+
+  start_idem
   bench_reads idem "$idem_servers" "closed-loop peak"
   for r in "${read_rates[@]}"; do bench_reads idem "$idem_servers" "open loop at $r/s" --rate "$r"; done
+  stop_all
 fi
-stop_all
 
 "$root/idem" bench-plot --png "$out/p99-vs-rate.png" \
   --title "p99 against offered rate: etcd, ZooKeeper, Idem; 3 servers each on loopback, 2 cores" \

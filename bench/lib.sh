@@ -45,10 +45,12 @@ install_missing() {
   fi
 }
 
-# Starts a 3-member etcd on loopback (client ports from the array etcd_ports, peer ports from etcd_peer_ports, data
-# under $work/etcd), adds the PIDs to `pids`, waits until every member listens, and sets etcd_servers.
+# Starts a new 3-member etcd on loopback (client ports from the array etcd_ports, peer ports from etcd_peer_ports,
+# data under $work/etcd, emptied first), adds the PIDs to `pids`, waits until every member listens, and sets
+# etcd_servers.
 start_etcd() {
   local etcd_bin cluster="" i p
+  rm -rf "$work/etcd"
   etcd_bin="$(command -v etcd)"
   echo "== etcd $("$etcd_bin" --version | head -1 | awk '{print $3}'), 3 members on loopback, data in $work" >&2
   for i in 0 1 2; do cluster+="e$i=http://127.0.0.1:${etcd_peer_ports[$i]},"; done
