@@ -34,6 +34,18 @@ class LabCliTest {
         .execute(args);
   }
 
+  /** The lines idem printed to standard output. */
+  private String[] outLines() {
+    return out.toString().strip().split("[\\r\\n]+");
+  }
+
+  /** The {@code ops} of a bench's JSON line; fails if it has none. */
+  private static long ops(String json) {
+    Matcher ops = Pattern.compile("\"ops\":(\\d+),").matcher(json);
+    assertThat(ops.find()).as(json).isTrue();
+    return Long.parseLong(ops.group(1));
+  }
+
   private void assertOneLineError(String contains) {
     String e = err.toString().strip();
     assertThat(e).contains(contains);
@@ -114,15 +126,13 @@ class LabCliTest {
                 timeline.toString()))
         .as(err.toString())
         .isZero();
-    String[] lines = out.toString().strip().split("[\\r\\n]+");
+    String[] lines = outLines();
     String json = lines[lines.length - 1];
     assertThat(json)
         .startsWith("{")
         .contains("\"workload\":\"keys\"")
         .containsPattern("\"errors\":0[,}]");
-    Matcher ops = Pattern.compile("\"ops\":(\\d+),").matcher(json);
-    assertThat(ops.find()).as(json).isTrue();
-    long total = Long.parseLong(ops.group(1));
+    long total = ops(json);
     assertThat(total).isPositive();
     assertThat(out.toString()).contains("keyed operations/s");
 
@@ -164,16 +174,14 @@ class LabCliTest {
                 "3s"))
         .as(err.toString())
         .isZero();
-    String[] lines = out.toString().strip().split("[\\r\\n]+");
+    String[] lines = outLines();
     String json = lines[lines.length - 1];
     // Every read found its key (a read that found none counts as an error) and the rate held.
     assertThat(json)
         .contains("\"workload\":\"get\"")
         .contains("\"short\":false")
         .containsPattern("\"errors\":0[,}]");
-    Matcher ops = Pattern.compile("\"ops\":(\\d+),").matcher(json);
-    assertThat(ops.find()).as(json).isTrue();
-    assertThat(Long.parseLong(ops.group(1))).isBetween(500L, 700L);
+    assertThat(ops(json)).isBetween(500L, 700L);
     assertThat(out.toString()).contains("reads/s");
   }
 
@@ -215,7 +223,7 @@ class LabCliTest {
                   "2s"))
           .as(err.toString())
           .isZero();
-      String[] lines = out.toString().strip().split("[\\r\\n]+");
+      String[] lines = outLines();
       assertThat(lines[0])
           .startsWith(store + " on a private redis-server")
           .contains("appendfsync always");
@@ -224,9 +232,7 @@ class LabCliTest {
           .startsWith("{\"target\":\"" + store + "\"")
           .contains("\"workload\":\"keys\"")
           .containsPattern("\"errors\":0[,}]");
-      Matcher ops = Pattern.compile("\"ops\":(\\d+),").matcher(json);
-      assertThat(ops.find()).as(json).isTrue();
-      assertThat(Long.parseLong(ops.group(1))).isPositive();
+      assertThat(ops(json)).isPositive();
       Matcher pid = Pattern.compile("\\(pid (\\d+),").matcher(lines[0]);
       assertThat(pid.find()).as(lines[0]).isTrue();
       assertThat(ProcessHandle.of(Long.parseLong(pid.group(1))).map(ProcessHandle::isAlive))
@@ -260,7 +266,7 @@ class LabCliTest {
                   "2s"))
           .as(err.toString())
           .isZero();
-      String[] lines = out.toString().strip().split("[\\r\\n]+");
+      String[] lines = outLines();
       assertThat(lines[0])
           .startsWith("postgres (" + mode + " mode) on a private PostgreSQL")
           .contains("fsync=on")
@@ -270,9 +276,8 @@ class LabCliTest {
           .startsWith("{\"target\":\"postgres\"")
           .contains("\"workload\":\"keys\"")
           .containsPattern("\"errors\":0[,}]");
-      Matcher ops = Pattern.compile("\"ops\":(\\d+),").matcher(json);
-      assertThat(ops.find()).as(json).isTrue();
-      assertThat(Long.parseLong(ops.group(1))).isPositive();
+      long measured = ops(json);
+      assertThat(measured).isPositive();
       // Every acknowledged operation (warm-up included) left one completed key, and one payment
       // in the transactional mode only.
       Matcher checked =
@@ -280,7 +285,7 @@ class LabCliTest {
               .matcher(lines[lines.length - 1]);
       assertThat(checked.find()).as(lines[lines.length - 1]).isTrue();
       long acknowledged = Long.parseLong(checked.group(1));
-      assertThat(acknowledged).isGreaterThanOrEqualTo(Long.parseLong(ops.group(1)));
+      assertThat(acknowledged).isGreaterThanOrEqualTo(measured);
       assertThat(Long.parseLong(checked.group(2))).isEqualTo(acknowledged);
       assertThat(Long.parseLong(checked.group(3)))
           .isEqualTo(mode.equals("transactional") ? acknowledged : 0);
@@ -369,7 +374,7 @@ class LabCliTest {
                   "1s"))
           .as(err.toString())
           .isZero();
-      String[] lines = out.toString().strip().split("[\\r\\n]+");
+      String[] lines = outLines();
       assertThat(lines[lines.length - 1])
           .startsWith("{\"side_by_side\":{\"workload\":\"keys\",\"rounds\":2,")
           .contains("\"baseline\":\"idem\"");
