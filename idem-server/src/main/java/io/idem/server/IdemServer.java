@@ -305,11 +305,11 @@ public final class IdemServer implements AutoCloseable {
 
   /**
    * Starts a node that answers reads from its local state machine as soon as it believes it leads,
-   * without the ReadIndex round that confirms its leadership (Ratis's {@code Read.Option.DEFAULT}):
-   * a deposed leader that has not noticed yet answers stale reads, which are not linearizable. Only
-   * the verification's negative control starts one (docs/VERIFICATION.md, "Reads under
-   * partitions"), through the test jar's {@code io.idem.server.NegativeControls}: no flag, key or
-   * variable of a production node reaches it.
+   * without the read barrier that confirms its leadership ({@link Batcher#barrier}): a deposed
+   * leader that has not noticed yet answers stale reads, which are not linearizable. Only the
+   * verification's negative control starts one (docs/VERIFICATION.md, "Reads under partitions"),
+   * through the test jar's {@code io.idem.server.NegativeControls}: no flag, key or variable of a
+   * production node reaches it.
    */
   static IdemServer startWithUnsafeLocalReads(ServerConfig config) throws IOException {
     return new IdemServer(config, true);

@@ -17,14 +17,15 @@ interface ReplicatedLog {
   CompletableFuture<EntryResult> append(LogEntry entry);
 
   /**
-   * A linearizable read of {@code key} (Raft ReadIndex) for {@code principal} (its grants decide
-   * while auth is on), or {@link NotLeaderException}.
+   * A read of {@code key} from this node's applied state for {@code principal} (its grants decide
+   * while auth is on): linearizable behind the batcher's read barrier, which the caller waits for
+   * first.
    */
   CompletableFuture<GetReply> read(String key, String principal);
 
   /**
-   * A linearizable read of an idempotency key's record for {@code principal}, or {@link
-   * NotLeaderException}.
+   * A read of an idempotency key's record from this node's applied state for {@code principal}; as
+   * {@link #read}.
    */
   CompletableFuture<GetKeyReply> readKey(GetKeyRequest request, String principal);
 

@@ -18,7 +18,7 @@ import picocli.CommandLine;
  * </ul>
  */
 public final class LabNode {
-  /** Breaks linearizability: reads without the ReadIndex round. */
+  /** Breaks linearizability: reads without the read barrier. */
   public static final String UNSAFE_LOCAL_READS = "--unsafe-local-reads";
 
   private LabNode() {}
