@@ -7,7 +7,8 @@
 # Then linearizable reads (`--workload get`: etcd's default get, ZooKeeper's sync then getData, Idem's get) of 100
 # keys written before each run, each system on a new cluster: etcd's and Idem's closed-loop read peaks, and open
 # loops at 25%, 50% and 75% of etcd's read peak on all three (--no-reads skips them).
-# Every run reports the servers' CPU-us per operation (/proc, over the measured window). At the end: one table and
+# Every run reports the servers' CPU-us per operation (/proc, over the measured window) and writes its latency per
+# second to --out/timelines/N-target-workload.csv (`idem bench --timeline`). At the end: one table and
 # a PNG plot of p99 against rate per system for writes, and one of each for reads (`idem bench-plot`), all in --out.
 # Installs etcd-server and zookeeper from Debian packages if they are missing.
 #
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
     --value-size) value_size="$2"; shift 2 ;;
     --no-reads) reads=0; shift ;;
     --out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "compare-peers: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -51,6 +52,9 @@ mkdir -p "$out"
 results="$out/runs.jsonl" read_results="$out/reads.jsonl"
 : > "$results"
 : > "$read_results"
+rm -rf "$out/timelines"
+mkdir -p "$out/timelines"
+runs=0
 
 bench() { # target, servers, label, then extra options of idem bench (--rate R)
   run_bench put "$results" "$@"
@@ -61,9 +65,11 @@ bench_reads() { # as bench, for the get workload
 run_bench() { # workload, results file, target, servers, label, then extra options of idem bench
   local workload="$1" into="$2" target="$3" servers="$4" label="$5"
   shift 5
-  echo "-- $target $workload $label" >&2
+  runs=$((runs + 1))
+  echo "-- $target $workload $label (timeline: $out/timelines/$runs-$target-$workload.csv)" >&2
   "$root/idem" bench --target "$target" --servers "$servers" --sessions "$sessions" --window "$window" \
     --workload "$workload" --value-size "$value_size" --duration "$duration" --warmup "$warmup" \
+    --timeline "$out/timelines/$runs-$target-$workload.csv" \
     --cpu-pids "$(IFS=,; echo "${pids[*]}")" "$@" > "$work/run.out" || true
   tail -n 4 "$work/run.out" | grep -v '^{' >&2 || true
   local json
