@@ -13,10 +13,10 @@ import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
-import java.util.TreeMap;
 import java.util.TreeSet;
 
 /**
@@ -25,9 +25,13 @@ import java.util.TreeSet;
  * elements. Keys are ordered by {@link String#compareTo}, so iteration (for snapshots and digests)
  * is deterministic. Not thread-safe.
  *
- * <p>Lookups go through a hash index over the same entries: the ordered map alone cost a third of a
- * follower's CPU at 256,000 keys (tree descents comparing keys with a common prefix). Only new and
- * removed keys touch the tree.
+ * <p>Entries live in a hash map by key, for lookups, and in a packed array, for snapshots. An
+ * ordered map cost a third of a follower's CPU at 256,000 keys (tree descents comparing keys with a
+ * common prefix); the snapshot sorts its copy by key instead, when it is written. {@link #freeze}
+ * copies the array, not the entries: an entry made before a freeze is shared with the frozen
+ * snapshot, and is copied ({@link #mutable}) before it next changes. Walking and copying every
+ * entry under the lock instead stalled the apply thread of every replica, at the same index, for up
+ * to 290 ms at 256,000 keys (docs/PERFORMANCE.md).
  *
  * <p>Quotas (log format 7 and later): each key is charged to the principal that wrote it last, its
  * owner, for one key and its {@link #footprint} (a write by another principal moves it over); keys
@@ -62,8 +66,19 @@ final class KvState implements StateSection {
 
   private static final Usage NO_USAGE = new Usage();
 
-  /** One key's state. */
+  /**
+   * One key's state. Once a {@link #freeze} ran after it was made, a frozen snapshot may hold it:
+   * then it never changes again, and {@link #mutable} gives a copy to change instead.
+   */
   private static final class Entry {
+    final String key;
+
+    /** The {@link KvState#generation} it was made in. */
+    final long generation;
+
+    /** Its place in {@link KvState#slots}; never written, so it may change in a frozen entry. */
+    int slot;
+
     ByteString value;
     List<ByteString> elements;
     long version;
@@ -81,11 +96,20 @@ final class KvState implements StateSection {
       return elements != null;
     }
 
-    /** A copy of its fields now; a list's elements are copied, its values (immutable) shared. */
-    Entry copy() {
-      Entry c = new Entry();
+    Entry(String key, long generation) {
+      this.key = key;
+      this.generation = generation;
+    }
+
+    /**
+     * A copy to change, made in {@code generation}; a list is copied, its values (immutable)
+     * shared.
+     */
+    Entry copy(long generation) {
+      Entry c = new Entry(key, generation);
+      c.slot = slot;
       c.value = value;
-      c.elements = elements == null ? null : List.copyOf(elements);
+      c.elements = elements == null ? null : new ArrayList<>(elements);
       c.version = version;
       c.createRevision = createRevision;
       c.modRevision = modRevision;
@@ -98,8 +122,15 @@ final class KvState implements StateSection {
 
   private final ConfigState config;
   private final LeaseState leases;
-  private final TreeMap<String, Entry> entries = new TreeMap<>();
   private final HashMap<String, Entry> index = new HashMap<>();
+
+  /** Every entry, packed in no particular order: {@code slots[0..count)}. */
+  private Entry[] slots = new Entry[64];
+
+  private int count;
+
+  /** How many times {@link #freeze} ran: an entry of an earlier generation may be frozen. */
+  private long generation;
 
   /** The keys under each lease, by lease name. Only looked up, never iterated. */
   private final HashMap<String, TreeSet<String>> leased = new HashMap<>();
@@ -120,7 +151,7 @@ final class KvState implements StateSection {
   }
 
   int size() {
-    return entries.size();
+    return count;
   }
 
   /** The sum of every key's footprint: its share of the state's size estimate. */
@@ -182,7 +213,7 @@ final class KvState implements StateSection {
     }
     Entry e = remove(key);
     if (e != null) {
-      attach(key, e, null);
+      detach(key, e);
     }
     return Results.ok(revision).setDone(e != null).build();
   }
@@ -287,12 +318,14 @@ final class KvState implements StateSection {
       }
     }
     if (e == null) {
-      e = new Entry();
+      e = new Entry(a.getKey(), generation);
       e.createRevision = revision;
       e.elements = new ArrayList<>();
       e.bytes = ENTRY_OVERHEAD + 2L * a.getKey().length();
-      add(a.getKey(), e);
+      add(e);
       account(e, 1); // ownerless for now: the next lines move it to its owner
+    } else {
+      e = mutable(e);
     }
     account(e, -1);
     e.elements.add(a.getValue());
@@ -383,9 +416,11 @@ final class KvState implements StateSection {
   private Entry write(String key, ByteString value, long revision, Payer payer) {
     Entry e = index.get(key);
     if (e == null) {
-      e = new Entry();
+      e = new Entry(key, generation);
       e.createRevision = revision;
-      add(key, e);
+      add(e);
+    } else {
+      e = mutable(e);
     }
     account(e, -1);
     e.value = value;
@@ -411,29 +446,59 @@ final class KvState implements StateSection {
     }
   }
 
-  /** Moves {@code key} from its current lease (if any) to {@code lease} (may be null). */
+  /**
+   * Moves {@code key} from its current lease (if any) to {@code lease} (may be null); {@code e}
+   * must be of this generation ({@link #mutable}).
+   */
   private void attach(String key, Entry e, String lease) {
-    if (e.lease != null) {
-      TreeSet<String> old = leased.get(e.lease);
-      if (old != null) {
-        old.remove(key);
-      }
-    }
+    detach(key, e);
     e.lease = lease;
     if (lease != null) {
       leased.computeIfAbsent(lease, l -> new TreeSet<>()).add(key);
     }
   }
 
-  private void add(String key, Entry e) {
-    entries.put(key, e);
-    index.put(key, e);
+  /** Takes {@code key} off its lease's keys, if it has a lease; {@code e} itself is not changed. */
+  private void detach(String key, Entry e) {
+    if (e.lease != null) {
+      TreeSet<String> old = leased.get(e.lease);
+      if (old != null) {
+        old.remove(key);
+      }
+    }
   }
 
+  /**
+   * {@code e} if it was made in this generation; else a copy of it that takes its place, so that
+   * the frozen snapshots holding {@code e} keep it as it was.
+   */
+  private Entry mutable(Entry e) {
+    if (e.generation == generation) {
+      return e;
+    }
+    Entry c = e.copy(generation);
+    index.put(c.key, c);
+    slots[c.slot] = c;
+    return c;
+  }
+
+  private void add(Entry e) {
+    index.put(e.key, e);
+    if (count == slots.length) {
+      slots = Arrays.copyOf(slots, count * 2);
+    }
+    e.slot = count;
+    slots[count++] = e;
+  }
+
+  /** Removes {@code key}; the last slot's entry moves into its slot. */
   private Entry remove(String key) {
-    index.remove(key);
-    Entry e = entries.remove(key);
+    Entry e = index.remove(key);
     if (e != null) {
+      Entry last = slots[--count];
+      slots[e.slot] = last;
+      last.slot = e.slot;
+      slots[count] = null;
       account(e, -1);
     }
     return e;
@@ -449,31 +514,43 @@ final class KvState implements StateSection {
 
   @Override
   public void writeSection(DataOutputStream out) throws IOException {
-    out.writeInt(entries.size());
-    for (Map.Entry<String, Entry> kv : entries.entrySet()) {
-      writeEntry(out, kv.getKey(), kv.getValue());
-    }
+    new FrozenEntries(Arrays.copyOf(slots, count)).writeSection(out);
   }
 
   /**
-   * A copy of every entry (cheap: values are immutable and shared; lists are copied), written
-   * later.
+   * The entries as they are now, written later by another thread: a copy of the slots, which share
+   * the entries until they next change ({@link #mutable}). Under the state lock it costs an array
+   * copy; sorting them by key waits for the first write.
    */
   @Override
   public Frozen freeze() {
-    String[] keys = new String[entries.size()];
-    Entry[] copies = new Entry[keys.length];
-    int i = 0;
-    for (Map.Entry<String, Entry> kv : entries.entrySet()) {
-      keys[i] = kv.getKey();
-      copies[i++] = kv.getValue().copy();
+    Entry[] frozen = Arrays.copyOf(slots, count);
+    generation++;
+    return new FrozenEntries(frozen);
+  }
+
+  /** Entries that no longer change, written in key order. */
+  private static final class FrozenEntries implements Frozen {
+    private static final Comparator<Entry> BY_KEY = Comparator.comparing(e -> e.key);
+
+    private final Entry[] entries;
+    private boolean sorted;
+
+    FrozenEntries(Entry[] entries) {
+      this.entries = entries;
     }
-    return out -> {
-      out.writeInt(keys.length);
-      for (int j = 0; j < keys.length; j++) {
-        writeEntry(out, keys[j], copies[j]);
+
+    @Override
+    public synchronized void writeSection(DataOutputStream out) throws IOException {
+      if (!sorted) {
+        Arrays.sort(entries, BY_KEY);
+        sorted = true;
       }
-    };
+      out.writeInt(entries.length);
+      for (Entry e : entries) {
+        writeEntry(out, e.key, e);
+      }
+    }
   }
 
   private static void writeEntry(DataOutputStream out, String key, Entry e) throws IOException {
@@ -502,7 +579,10 @@ final class KvState implements StateSection {
     int n = StateSection.count(in.readInt(), "key");
     for (int i = 0; i < n; i++) {
       String key = StateSection.readString(in);
-      Entry e = new Entry();
+      if (index.containsKey(key)) {
+        throw new SnapshotFormatException("key \"" + key + "\" is in the section twice");
+      }
+      Entry e = new Entry(key, generation);
       int kind = in.readByte() & 0xff;
       e.version = in.readLong();
       e.createRevision = in.readLong();
@@ -534,7 +614,7 @@ final class KvState implements StateSection {
         }
         attach(key, e, lease);
       }
-      add(key, e);
+      add(e);
       account(e, 1);
     }
   }
