@@ -518,7 +518,7 @@ public final class IdemServer implements AutoCloseable {
     }
     try {
       DivisionInfo info = node.division();
-      b.setRole(info.getCurrentRole().name())
+      b.setRole(node.roleName(info))
           .setTerm(info.getCurrentTerm())
           .setLeaderId(info.getLeaderId() == null ? "" : info.getLeaderId().toString())
           .setLeaderAddress(node.leaderClientAddress());
@@ -559,7 +559,7 @@ public final class IdemServer implements AutoCloseable {
                     .setKeys(s.kv.size()));
     try {
       DivisionInfo info = group.raft().division();
-      b.setRole(info.getCurrentRole().name())
+      b.setRole(group.raft().roleName(info))
           .setTerm(info.getCurrentTerm())
           .setLeaderId(info.getLeaderId() == null ? "" : info.getLeaderId().toString())
           .setLeaderAddress(group.raft().leaderClientAddress());

@@ -258,14 +258,45 @@ final class RaftNode implements ReplicatedLog {
     }
   }
 
+  /**
+   * Whether Ratis says this replica leads and it is in its group's configuration in force ({@link
+   * #member}): a replica moved out of its group may go on saying it leads.
+   */
   @Override
   public boolean isLeader() {
     try {
-      return info().isLeader();
+      return info().isLeader() && member();
     } catch (IOException e) {
       return false;
     }
   }
+
+  /**
+   * Whether this node is in its group's configuration in force, as a voter or a listener, in either
+   * half of a change under way; false if that cannot be read. A replica removed from its group gets
+   * no more of the group's log, so its own view (role, term, leader) stops where it was: in a 3 ->
+   * 5 growth by hand, one still said {@code LEADER} at its old term while the group went on under a
+   * new leader.
+   */
+  boolean member() {
+    try {
+      RaftConfiguration conf = configuration();
+      return conf.getPeer(server.getId(), RaftPeerRole.FOLLOWER, RaftPeerRole.LISTENER) != null;
+    } catch (IOException | RuntimeException e) {
+      return false;
+    }
+  }
+
+  /**
+   * The role to report: Ratis's, or {@code NOT_A_MEMBER} for a replica outside its group's
+   * configuration ({@link #member}), whatever it last knew.
+   */
+  String roleName(DivisionInfo info) {
+    return member() ? info.getCurrentRole().name() : NOT_A_MEMBER;
+  }
+
+  /** The role reported by a replica outside its group's configuration. */
+  static final String NOT_A_MEMBER = "NOT_A_MEMBER";
 
   @Override
   public String leaderClientAddress() {
@@ -350,10 +381,13 @@ final class RaftNode implements ReplicatedLog {
     }
   }
 
-  /** The role, or null if the division is not there. */
+  /**
+   * The role, or null if the division is not there or this node is not a member ({@link #member}).
+   */
   RaftPeerRole role() {
     try {
-      return info().getCurrentRole();
+      RaftPeerRole role = info().getCurrentRole();
+      return member() ? role : null;
     } catch (IOException e) {
       return null;
     }

@@ -73,9 +73,12 @@ class GroupMoveTest {
             new ClusterStatus.Member("n4", c4.self().raftAddress(), c4.self().clientAddress());
         assertThat(n4.groupNumbers()).hasSize(GROUPS + 1);
         for (int g = 0; g <= GROUPS; g++) {
-          assertThat(statusOf(c4.self().clientAddress(), g).getMembersList())
+          StatusReply idle = statusOf(c4.self().clientAddress(), g);
+          assertThat(idle.getMembersList())
               .as("the joined node is a member of no group yet (group %d)", g)
               .isEmpty();
+          assertThat(idle.getRole()).as("its role in group %d", g).isEqualTo("NOT_A_MEMBER");
+          assertThat(n4.isLeader(g)).isFalse();
         }
         // The whole-cluster change stays refused: it would change one group only.
         MembershipChange whole =
@@ -176,6 +179,12 @@ class GroupMoveTest {
             () -> statusOf(c4.self().clientAddress(), MOVED).getAppliedIndex() >= leaderApplied);
         assertThat(statusOf(c4.self().clientAddress(), MOVED).getKeys())
             .isEqualTo(statusOf(c.clientAddress(0), MOVED).getKeys());
+        assertThat(statusOf(c4.self().clientAddress(), MOVED).getRole())
+            .as("n4's role in group %d once a member", MOVED)
+            .isIn("FOLLOWER", "LEADER");
+        assertThat(statusOf(c4.self().clientAddress(), 1).getRole())
+            .as("n4's role in group 1, which it never joined")
+            .isEqualTo("NOT_A_MEMBER");
 
         // The removed replica no longer claims to lead: it says it is closed and names a member.
         Set<String> members =
