@@ -891,7 +891,19 @@ class IdempotencyFilterTest {
           "response-not-stored",
           at.apply("/big/linked").header("Idempotency-Key", big).POST(body("b")));
       for (Map.Entry<String, HttpRequest.Builder> c : cases.entrySet()) {
-        HttpResponse<String> r = send(c.getValue());
+        HttpResponse<String> r;
+        try {
+          // A body refused unread may end its connection after the answer (Jetty closes a
+          // connection whose request body it could not consume), and the shared client could
+          // then reuse that connection for the next case: this case gets a client of its own.
+          r =
+              c.getKey().equals("body-too-large")
+                  ? HttpClient.newHttpClient()
+                      .send(c.getValue().build(), HttpResponse.BodyHandlers.ofString())
+                  : send(c.getValue());
+        } catch (java.io.IOException e) {
+          throw new java.io.IOException("case " + c.getKey() + ": " + e.getMessage(), e);
+        }
         assertThat(r.headers().firstValue("Content-Type")).hasValue("application/problem+json");
         assertThat(member(r.body(), "type")).as(r.body()).isEqualTo(base + c.getKey());
         assertThat(member(r.body(), "title")).isNotBlank();
