@@ -24,6 +24,13 @@ import java.util.stream.Stream;
  * wiped and restarted so that they rejoin through snapshot install.
  */
 public final class LocalCluster implements AutoCloseable {
+  static {
+    // Ratis ends the JVM when its gRPC server cannot bind (a port picked free and taken before
+    // the bind, by another test fork): the whole fork died with it in a full run. Disabled, Ratis
+    // throws instead, and startEach tries again on new ports.
+    org.apache.ratis.util.ExitUtils.disableSystemExit();
+  }
+
   private final Path baseDir;
   private final List<ServerConfig.Peer> peers;
   private final BiFunction<Integer, ServerConfig.Builder, ServerConfig.Builder> tuning;
