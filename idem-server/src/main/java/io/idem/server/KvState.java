@@ -548,13 +548,13 @@ final class KvState implements StateSection {
       }
       out.writeInt(entries.length);
       for (Entry e : entries) {
-        writeEntry(out, e.key, e);
+        writeEntry(out, e);
       }
     }
   }
 
-  private static void writeEntry(DataOutputStream out, String key, Entry e) throws IOException {
-    StateSection.writeString(out, key);
+  private static void writeEntry(DataOutputStream out, Entry e) throws IOException {
+    StateSection.writeString(out, e.key);
     out.writeByte((e.isList() ? 1 : 0) | (e.owner != null ? OWNED : 0));
     out.writeLong(e.version);
     out.writeLong(e.createRevision);
