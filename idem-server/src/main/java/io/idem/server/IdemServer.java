@@ -18,6 +18,7 @@ import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.apache.ratis.proto.RaftProtos.RaftPeerRole;
 import org.apache.ratis.server.DivisionInfo;
@@ -465,6 +466,22 @@ public final class IdemServer implements AutoCloseable {
     raft.transferLeadership(peerId, timeout.toMillis());
   }
 
+  /**
+   * If this node leads group {@code group}, hands its leadership to node {@code peerId}. The leader
+   * balancer may hand it back within a round ({@link #BALANCE_EVERY_MS}) if its plan names another
+   * node.
+   *
+   * @throws IOException if the transfer fails or times out
+   * @throws IllegalArgumentException if this node hosts no such group
+   */
+  public void transferLeadership(int group, String peerId, Duration timeout) throws IOException {
+    Group g = groups.get(group);
+    if (g == null) {
+      throw new IllegalArgumentException("no group " + group + " on " + config.id());
+    }
+    g.raft().transferLeadership(peerId, timeout.toMillis());
+  }
+
   /** A digest of the replicated state; equal on replicas that applied the same entries. */
   public String digest() {
     return stateMachine.inspect(StateSnapshot::digest);
@@ -720,18 +737,37 @@ public final class IdemServer implements AutoCloseable {
   }
 
   /**
-   * One round of leader balancing: for each group this node leads but prefers another node for
-   * ({@link RaftHost#preferredLeader}), if it has led for an election timeout and that node
-   * answered within the last half second and holds the log to within 100 entries of this node's
-   * applied index, hands it the leadership (Ratis's transfer: the leader pauses new writes until
-   * the target has caught up, at most a second, then the target starts an election). Ratis's peer
-   * priority does the same on its own, but only when the preferred follower's log matches the
-   * leader's last entry at the moment it checks, which a busy group (or its ticks) can postpone for
-   * long: in a test, a group's leadership stayed off its node for 30 s.
+   * One round of leader balancing: for each group this node leads but plans for another node
+   * ({@link LeaderPlan}), if it has led for an election timeout and that node answered within the
+   * last half second and holds the log to within 100 entries of this node's applied index, hands it
+   * the leadership (Ratis's transfer: the leader pauses new writes until the target has caught up,
+   * at most a second, then the target starts an election). Ratis's peer priority does the same on
+   * its own, but only when the preferred follower's log matches the leader's last entry at the
+   * moment it checks, which a busy group (or its ticks) can postpone for long: in a test, a group's
+   * leadership stayed off its node for 30 s.
+   *
+   * <p>A group with a member of priority above 0 needs only its own configuration. For the others
+   * the plan needs every group's voters ({@link #clusterVoters}); a round that cannot see them all
+   * moves none of those groups.
    */
   private void balanceLeaders() {
+    Map<Integer, String> plan = null;
     for (Group g : groups.values()) {
-      String preferred = RaftHost.preferredLeader(config, g.number());
+      if (!g.raft().isLeader()) {
+        continue;
+      }
+      LeaderPlan.Voters mine = voters(g.number(), g.membership().members());
+      if (mine == null) {
+        continue;
+      }
+      String preferred = mine.pinned();
+      if (preferred == null) {
+        if (plan == null) {
+          Map<Integer, LeaderPlan.Voters> all = clusterVoters();
+          plan = all.size() == groups.size() ? LeaderPlan.plan(all.values()) : Map.of();
+        }
+        preferred = plan.get(g.number());
+      }
       if (preferred == null
           || preferred.equals(config.id())
           || !g.raft()
@@ -740,12 +776,85 @@ public final class IdemServer implements AutoCloseable {
       }
       try {
         g.raft().transferLeadership(preferred, 1_000);
-        LOG.info("group {}: leadership handed to {}, the node it prefers", g.number(), preferred);
+        LOG.info("group {}: leadership handed to {}, the node it plans", g.number(), preferred);
       } catch (IOException | RuntimeException e) {
         // A round that fails leaves the leader where it is; the next round tries again.
         LOG.debug("group {}: leadership not handed to {}: {}", g.number(), preferred, e.toString());
       }
     }
+  }
+
+  /** A group's voters and their priorities, from a member's list; null if it names no voter. */
+  private static LeaderPlan.Voters voters(int group, List<io.idem.proto.Member> members) {
+    Map<String, Integer> priority = new java.util.HashMap<>();
+    for (io.idem.proto.Member m : members) {
+      if (m.getVoter()) {
+        priority.put(m.getId(), m.getPriority());
+      }
+    }
+    return priority.isEmpty() ? null : new LeaderPlan.Voters(group, priority);
+  }
+
+  /**
+   * Every group's voters, as far as this round can see them: this node's own view of the groups it
+   * is a member of, then the Status of other nodes (at most one call to each node named by a
+   * group's members, {@link Membership#PROBE_TIMEOUT_MS} each) for the groups it is not, taken from
+   * a node that is a member of them.
+   */
+  private Map<Integer, LeaderPlan.Voters> clusterVoters() {
+    Map<Integer, LeaderPlan.Voters> known = new java.util.TreeMap<>();
+    Map<String, String> addresses = new java.util.TreeMap<>();
+    for (Group g : groups.values()) {
+      if (g.raft().member()) {
+        List<io.idem.proto.Member> members = g.membership().members();
+        learn(g.number(), members, known, addresses);
+      }
+    }
+    java.util.Set<String> asked = new java.util.HashSet<>(List.of(config.id()));
+    while (known.size() < groups.size()) {
+      String next =
+          addresses.keySet().stream().filter(id -> !asked.contains(id)).findFirst().orElse(null);
+      if (next == null) {
+        break;
+      }
+      asked.add(next);
+      StatusReply reply;
+      try {
+        reply = probe(addresses.get(next), -1, config.tls());
+      } catch (RuntimeException e) {
+        LOG.debug("leader balancing: no status from {}: {}", next, e.toString());
+        continue;
+      }
+      for (io.idem.proto.GroupStatus gs : reply.getGroupsList()) {
+        if (groups.containsKey(gs.getGroup()) && isMemberRole(gs.getRole())) {
+          learn(gs.getGroup(), gs.getMembersList(), known, addresses);
+        }
+      }
+    }
+    return known;
+  }
+
+  private static void learn(
+      int group,
+      List<io.idem.proto.Member> members,
+      Map<Integer, LeaderPlan.Voters> known,
+      Map<String, String> addresses) {
+    LeaderPlan.Voters v = voters(group, members);
+    if (v != null) {
+      known.putIfAbsent(group, v);
+    }
+    for (io.idem.proto.Member m : members) {
+      if (!m.getClientAddress().isEmpty()) {
+        addresses.putIfAbsent(m.getId(), m.getClientAddress());
+      }
+    }
+  }
+
+  /** Whether a status role is that of a replica in its group's configuration. */
+  private static boolean isMemberRole(String role) {
+    return !role.equals(RaftNode.NOT_A_MEMBER)
+        && !role.equals("CLOSED")
+        && !role.equals("UNAVAILABLE");
   }
 
   /** Stops every group's batcher and membership, and the Raft server. */

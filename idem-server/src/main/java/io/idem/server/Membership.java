@@ -121,6 +121,7 @@ final class Membership {
         .setRaftAddress(p.getAddress())
         .setClientAddress(p.getClientAddress() == null ? "" : p.getClientAddress())
         .setVoter(voter)
+        .setPriority(p.getPriority())
         .build();
   }
 

@@ -31,9 +31,10 @@ import org.apache.ratis.server.storage.RaftStorage;
  * groups each group prefers one node as its leader (Ratis's peer priority: a leader yields to a
  * caught-up peer of higher priority), group {@code g} the peer at position {@code g - 1} modulo the
  * number of peers (the metadata group the first), so that leaders spread over the nodes and come
- * back after a node restarts. On a restart each group is recovered from its directory, with the
- * configured peers as its initial configuration and the configuration stored there, if any, over it
- * ({@link #park}).
+ * back after a node restarts; the leader balancer ({@link LeaderPlan}) plans the groups that lose
+ * that member to a membership change. On a restart each group is recovered from its directory, with
+ * the configured peers as its initial configuration and the configuration stored there, if any,
+ * over it ({@link #park}).
  */
 final class RaftHost implements AutoCloseable {
   /** How long adding a group to the local server at the first start may take. */

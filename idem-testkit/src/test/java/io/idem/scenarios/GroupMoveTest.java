@@ -34,7 +34,8 @@ import org.junit.jupiter.api.io.TempDir;
  * then removes n3, group 3's leader, under a client appending to group 3 the whole time. Every
  * acknowledged append is in the list once, the other groups keep their members, the new replica
  * holds the group's state, n3's closed replica says so and names a member, and a client that knows
- * only n3 still reaches group 3.
+ * only n3 still reaches group 3. Group 3's leadership then goes to n4, the member leading the
+ * fewest groups, and comes back to it after a transfer away.
  */
 @Timeout(240)
 class GroupMoveTest {
@@ -135,6 +136,30 @@ class GroupMoveTest {
         assertThat(removed.members())
             .extracting(ClusterStatus.Member::id)
             .containsExactlyInAnyOrder("n1", "n2", "n4");
+        // Group 3 lost its priority member (n3), so the balancer's plan (LeaderPlan) gives it to
+        // the voter leading the fewest groups, n4 (n1 leads groups 1 and 4, n2 group 2), and gives
+        // it back after a transfer away.
+        Eventually.until(
+            "n4 leads group " + MOVED + ", as planned",
+            Duration.ofSeconds(60),
+            () -> n4.isLeader(MOVED));
+        Eventually.until(
+            "n4 hands group " + MOVED + " to n1",
+            Duration.ofSeconds(30),
+            () -> {
+              try {
+                n4.transferLeadership(MOVED, "n1", Duration.ofSeconds(5));
+                return true;
+              } catch (java.io.IOException e) {
+                return false; // not ready yet (a new leader's first entry), or n1 not caught up
+              }
+            });
+        Eventually.until(
+            "n1 or n2 leads group " + MOVED,
+            Duration.ofSeconds(30),
+            () -> c.node(0).isLeader(MOVED) || c.node(1).isLeader(MOVED));
+        Eventually.until(
+            "n4 leads group " + MOVED + " again", Duration.ofSeconds(60), () -> n4.isLeader(MOVED));
         int before = acked.size();
         Eventually.until(
             "appends go on after the move",
