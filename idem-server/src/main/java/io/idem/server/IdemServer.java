@@ -389,21 +389,34 @@ public final class IdemServer implements AutoCloseable {
             s -> s.sumOverGroups(ReplicatedState::duplicatesSuppressed))
         .description("Retried requests answered from saved answers, never applied again")
         .register(r);
-    Gauge.builder("idem.raft.term", raft, n -> n.term())
-        .description("The Raft term this node is in")
-        .register(r);
-    Gauge.builder("idem.raft.commit.index", raft, n -> n.commitIndex())
-        .description("The highest log index this node knows committed")
-        .register(r);
-    Gauge.builder("idem.raft.applied.index", this, s -> s.inspectState(st -> st.appliedIndex()))
-        .description("The last log index applied to the state machine")
-        .register(r);
-    for (RaftPeerRole role :
-        List.of(RaftPeerRole.LEADER, RaftPeerRole.FOLLOWER, RaftPeerRole.CANDIDATE)) {
-      Gauge.builder("idem.raft.role", raft, n -> n.role() == role ? 1 : 0)
-          .description("1 for the Raft role this node is in")
-          .tag("role", role.name().toLowerCase(java.util.Locale.ROOT))
+    // Every hosted group's Raft view, tagged with its number (1 in a cluster of one group).
+    for (Group g : groups.values()) {
+      String group = Integer.toString(g.number());
+      Gauge.builder("idem.raft.term", g.raft(), n -> n.term())
+          .description("The Raft term this node's replica of the group is in")
+          .tag("group", group)
           .register(r);
+      Gauge.builder("idem.raft.commit.index", g.raft(), n -> n.commitIndex())
+          .description("The highest log index this node's replica of the group knows committed")
+          .tag("group", group)
+          .register(r);
+      Gauge.builder(
+              "idem.raft.applied.index",
+              g.stateMachine(),
+              m -> m.inspect(ReplicatedState::appliedIndex))
+          .description("The last log index applied to this node's replica of the group")
+          .tag("group", group)
+          .register(r);
+      for (RaftPeerRole role :
+          List.of(RaftPeerRole.LEADER, RaftPeerRole.FOLLOWER, RaftPeerRole.CANDIDATE)) {
+        Gauge.builder("idem.raft.role", g.raft(), n -> n.role() == role ? 1 : 0)
+            .description(
+                "1 for the Raft role this node's replica of the group is in (0 for every role"
+                    + " outside the group's configuration)")
+            .tag("group", group)
+            .tag("role", role.name().toLowerCase(java.util.Locale.ROOT))
+            .register(r);
+      }
     }
   }
 

@@ -131,6 +131,22 @@ class GroupsTest {
           Duration.ofSeconds(30),
           () -> leaders(c).size() == 3,
           () -> "leaders " + leaders(c));
+      // The Raft gauges are per group: one leader in each, the metadata group's included, and a
+      // term and applied index for every replica.
+      for (int g = 0; g <= GROUPS; g++) {
+        int group = g;
+        Eventually.until(
+            "one leader of group " + g + " by the idem.raft.role gauges",
+            Duration.ofSeconds(30),
+            () -> raftGauge(c, "idem.raft.role", group, "leader") == 1);
+        for (int node = 0; node < 3; node++) {
+          io.micrometer.core.instrument.MeterRegistry r = c.node(node).meterRegistry();
+          String tag = Integer.toString(g);
+          assertThat(r.get("idem.raft.term").tag("group", tag).gauge().value()).isPositive();
+          assertThat(r.get("idem.raft.applied.index").tag("group", tag).gauge().value())
+              .isPositive();
+        }
+      }
       // The status page, in a browser, shows every node's replica of every group, one leader each.
       String dom =
           Chromium.run(dir, "--dump-dom", "http://127.0.0.1:" + c.node(1).adminPort() + "/");
@@ -148,6 +164,22 @@ class GroupsTest {
         assertThat(leader.results().count()).as("group %d's leaders on the page", g).isEqualTo(1);
       }
     }
+  }
+
+  /** A Raft role gauge of group {@code g}, summed over the nodes. */
+  private static double raftGauge(LocalCluster c, String name, int g, String role) {
+    double sum = 0;
+    for (int node = 0; node < 3; node++) {
+      sum +=
+          c.node(node)
+              .meterRegistry()
+              .get(name)
+              .tag("group", Integer.toString(g))
+              .tag("role", role)
+              .gauge()
+              .value();
+    }
+    return sum;
   }
 
   private static Set<Integer> leaders(LocalCluster c) {
