@@ -425,6 +425,16 @@ final class GroupSessions {
     d.connect();
     long end = System.nanoTime() + timeoutNanos;
     while (d.clientId() == 0) {
+      IdemException refused = d.closedBy();
+      if (refused != null) {
+        // Refused for good (no role, a bad secret, ...): waiting longer changes nothing.
+        throw new NotSentException(
+            NotSentException.Reason.CLIENT_CLOSED,
+            what + " refused this client: " + refused.getMessage(),
+            0,
+            d.leaderHint(),
+            refused);
+      }
       if (System.nanoTime() - end > 0) {
         throw new NotSentException(
             NotSentException.Reason.DEADLINE,

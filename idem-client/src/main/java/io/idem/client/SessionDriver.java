@@ -268,6 +268,13 @@ final class SessionDriver implements AdminRoute {
     }
   }
 
+  /** Why the session ended for good, or null while it has not. */
+  @Nullable IdemException closedBy() {
+    synchronized (lock) {
+      return machine.closedBy();
+    }
+  }
+
   long clientId() {
     synchronized (lock) {
       return machine.clientId();

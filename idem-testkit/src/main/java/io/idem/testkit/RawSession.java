@@ -78,6 +78,14 @@ public final class RawSession implements AutoCloseable {
    * presenting {@code certificate} with {@code key} (PEM files) as the client's.
    */
   public RawSession(String address, Path ca, Path certificate, Path key) {
+    this(address, -1, ca, certificate, key);
+  }
+
+  /**
+   * A connection to {@code address} over TLS ({@link #RawSession(String, Path, Path, Path)}) whose
+   * calls name Raft group {@code group} (-1: none).
+   */
+  public RawSession(String address, int group, Path ca, Path certificate, Path key) {
     int colon = address.lastIndexOf(':');
     try {
       this.channel =
@@ -92,7 +100,7 @@ public final class RawSession implements AutoCloseable {
     } catch (SSLException e) {
       throw new IllegalArgumentException("cannot use the TLS files: " + e.getMessage(), e);
     }
-    this.calls = channel;
+    this.calls = withGroup(channel, group);
   }
 
   /** Sends a Register RPC and returns the reply. */

@@ -155,6 +155,13 @@ public final class TestCertificates {
 
   /** A raw client of {@code address} with {@code who}'s certificate. */
   public RawSession rawSession(String address, String who) {
-    return new RawSession(address, certificate("ca"), certificate(who), key(who));
+    return rawSession(address, -1, who);
+  }
+
+  /**
+   * A raw client of {@code address} with {@code who}'s certificate whose calls name {@code group}.
+   */
+  public RawSession rawSession(String address, int group, String who) {
+    return new RawSession(address, group, certificate("ca"), certificate(who), key(who));
   }
 }

@@ -79,20 +79,38 @@ public final class ClusterAdmin {
     asAdmin(change.toString(), admin -> admin.configure(change).getCode(), timeout);
   }
 
-  /** Sends {@code change} to the leader until one answers OK, or {@code timeout} passed. */
+  /**
+   * Sends {@code change} to the leader until one answers OK, or {@code timeout} passed; in a
+   * cluster of several groups to the leader of each group in turn, the metadata group first (each
+   * group holds the configuration and access control it decides by, as {@code idem auth} does).
+   */
   private void asAdmin(String what, Function<RawSession, Code> change, Duration timeout)
       throws InterruptedException {
     long deadline = System.nanoTime() + timeout.toNanos();
+    int groups = cluster.groups();
+    if (groups == 1) {
+      asAdmin(-1, what, change, deadline, timeout);
+      return;
+    }
+    for (int g = 0; g <= groups; g++) {
+      asAdmin(g, what + " in group " + g, change, deadline, timeout);
+    }
+  }
+
+  private void asAdmin(
+      int group, String what, Function<RawSession, Code> change, long deadline, Duration timeout)
+      throws InterruptedException {
     while (true) {
-      Optional<Integer> leader = cluster.leader();
+      Optional<Integer> leader = group < 0 ? cluster.leader() : leaderOf(group);
       if (leader.isPresent()) {
         String address = cluster.directAddresses().get(leader.get());
         ClientTls admin = cluster.tls("admin");
         try (RawSession session =
             admin == null
-                ? new RawSession(address)
+                ? new RawSession(address, group)
                 : new RawSession(
                     address,
+                    group,
                     admin.trustedCertificates(),
                     admin.certificateChain(),
                     admin.privateKey())) {
@@ -108,5 +126,16 @@ public final class ClusterAdmin {
       }
       Thread.sleep(200);
     }
+  }
+
+  /** The running node that says it leads group {@code group}, if one answers. */
+  private Optional<Integer> leaderOf(int group) {
+    for (int i = 0; i < cluster.size(); i++) {
+      if (cluster.isRunning(i)
+          && cluster.status(i, group).filter(s -> s.getRole().equals("LEADER")).isPresent()) {
+        return Optional.of(i);
+      }
+    }
+    return Optional.empty();
   }
 }

@@ -18,7 +18,8 @@ import org.junit.jupiter.api.io.TempDir;
  * every group, lost responses, resets, delays, a client process killed and resumed from its
  * identity files, and partitions between the servers. The checkers judge per key, and so per
  * partition: exactly-once appends and increments in order, linearizable registers, leases; every
- * data group's replicas agree.
+ * data group's replicas agree. It runs secured, as {@code CampaignTest} does: TLS on both ports and
+ * the clients checked against a role granted in every group.
  */
 @Tag("slow")
 @Timeout(300)
@@ -36,6 +37,7 @@ class GroupsCampaignTest {
             dir.resolve("groups"),
             Campaign.Settings.ci(CampaignTest.seed("campaign, 8 groups"), false)
                 .withGroups(8)
+                .secured(true)
                 .lasting(RUN));
     System.out.println("campaign with 8 groups " + r);
     assertThat(r.violations()).isEmpty();

@@ -934,6 +934,11 @@ public final class SessionMachine {
     IDENTITY_FILE
   }
 
+  /** Why the session ended for good (a refused registration, fencing, ...), or null. */
+  public @Nullable IdemException closedBy() {
+    return closedBy;
+  }
+
   private void closeWith(Fatal kind, String why, @Nullable Throwable cause) {
     if (state == State.CLOSED) {
       return;
