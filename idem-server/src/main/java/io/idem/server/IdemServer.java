@@ -22,6 +22,7 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.apache.ratis.proto.RaftProtos.RaftPeerRole;
 import org.apache.ratis.server.DivisionInfo;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -809,10 +810,12 @@ public final class IdemServer implements AutoCloseable {
   }
 
   /**
-   * Every group's voters, as far as this round can see them: this node's own view of the groups it
-   * is a member of, then the Status of other nodes (at most one call to each node named by a
-   * group's members, {@link Membership#PROBE_TIMEOUT_MS} each) for the groups it is not, taken from
-   * a node that is a member of them.
+   * Every group's voters, as far as this round can see them, each as its leader sees them: this
+   * node's view of the groups it leads, then the Status of other nodes (at most one call to each
+   * node named by a group's members, {@link Membership#PROBE_TIMEOUT_MS} each) for the others. A
+   * leader holds its group's newest configuration; a follower still replaying its log after a
+   * restart may not, and in a 10-minute campaign two nodes that planned from such views handed a
+   * group back and forth four times in eight seconds.
    */
   private Map<Integer, LeaderPlan.Voters> clusterVoters() {
     Map<Integer, LeaderPlan.Voters> known = new java.util.TreeMap<>();
@@ -820,7 +823,7 @@ public final class IdemServer implements AutoCloseable {
     for (Group g : groups.values()) {
       if (g.raft().member()) {
         List<io.idem.proto.Member> members = g.membership().members();
-        learn(g.number(), members, known, addresses);
+        learn(g.number(), members, g.raft().isLeader() ? known : null, addresses);
       }
     }
     java.util.Set<String> asked = new java.util.HashSet<>(List.of(config.id()));
@@ -839,21 +842,29 @@ public final class IdemServer implements AutoCloseable {
         continue;
       }
       for (io.idem.proto.GroupStatus gs : reply.getGroupsList()) {
-        if (groups.containsKey(gs.getGroup()) && isMemberRole(gs.getRole())) {
-          learn(gs.getGroup(), gs.getMembersList(), known, addresses);
+        if (groups.containsKey(gs.getGroup())) {
+          learn(
+              gs.getGroup(),
+              gs.getMembersList(),
+              gs.getRole().equals("LEADER") ? known : null,
+              addresses);
         }
       }
     }
     return known;
   }
 
+  /**
+   * Records a group's voters in {@code known} (unless null: not a leader's view) and its members'
+   * client addresses in {@code addresses}.
+   */
   private static void learn(
       int group,
       List<io.idem.proto.Member> members,
-      Map<Integer, LeaderPlan.Voters> known,
+      @Nullable Map<Integer, LeaderPlan.Voters> known,
       Map<String, String> addresses) {
     LeaderPlan.Voters v = voters(group, members);
-    if (v != null) {
+    if (v != null && known != null) {
       known.putIfAbsent(group, v);
     }
     for (io.idem.proto.Member m : members) {
@@ -861,13 +872,6 @@ public final class IdemServer implements AutoCloseable {
         addresses.putIfAbsent(m.getId(), m.getClientAddress());
       }
     }
-  }
-
-  /** Whether a status role is that of a replica in its group's configuration. */
-  private static boolean isMemberRole(String role) {
-    return !role.equals(RaftNode.NOT_A_MEMBER)
-        && !role.equals("CLOSED")
-        && !role.equals("UNAVAILABLE");
   }
 
   /** Stops every group's batcher and membership, and the Raft server. */
