@@ -14,15 +14,20 @@ import org.openjdk.jmh.annotations.Level;
 import org.openjdk.jmh.annotations.Measurement;
 import org.openjdk.jmh.annotations.Mode;
 import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.Warmup;
 
 /**
- * Writing and reading a snapshot of 1,000,000 sessions, each holding one saved 16-byte response
- * (the state of a client whose last answer is not yet acknowledged). In memory, to measure the
- * codec rather than the disk; the stream is buffered as the server's file stream will be.
+ * Writing, reading and freezing a session table, in two shapes ({@link #shape}: sessions, saved
+ * responses each, bytes each): 1,000,000 sessions each holding one saved 16-byte response (the
+ * state of a client whose last answer is not yet acknowledged), and 1,000 sessions each holding 256
+ * saved responses of 1 KiB (256 MiB, the default backend budget's size). In memory, to measure the
+ * codec rather than the disk; the stream is buffered as the server's file stream will be. {@code
+ * freeze} is what a replica does under its state lock at each snapshot; {@code write} is what it
+ * did before the copy-on-write freeze, and what the writer thread does after.
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.AverageTime)
@@ -33,7 +38,8 @@ import org.openjdk.jmh.annotations.Warmup;
     value = 1,
     jvmArgsAppend = {"-Xmx4g"})
 public class SnapshotBenchmark {
-  static final int SESSIONS = 1_000_000;
+  @Param({"1000000:1:16", "1000:256:1024"})
+  public String shape;
 
   private SessionTable table;
   private byte[] snapshot;
@@ -41,17 +47,30 @@ public class SnapshotBenchmark {
 
   @Setup(Level.Trial)
   public void fill() throws IOException {
-    table = new SessionTable(SessionTableConfig.builder().maxSessions(SESSIONS).build());
-    byte[] response = new byte[16];
-    for (int i = 0; i < SESSIONS; i++) {
+    String[] p = shape.split(":");
+    int sessions = Integer.parseInt(p[0]);
+    int saved = Integer.parseInt(p[1]);
+    byte[] response = new byte[Integer.parseInt(p[2])];
+    table =
+        new SessionTable(
+            SessionTableConfig.builder().maxSessions(sessions).window(Math.max(saved, 1)).build());
+    for (int i = 0; i < sessions; i++) {
       long id = i + 1L;
-      table.register(id, i, ~i, i % 10 == 0 ? "worker-" + i : null, 60_000, i, i / 100);
-      table.admit(id, 0, 1, 1, i / 100);
-      table.record(id, 1, 1, i / 100, response);
+      long now = i / 100;
+      table.register(id, i, ~i, i % 10 == 0 ? "worker-" + i : null, 60_000, i, now);
+      for (int seq = 1; seq <= saved; seq++) {
+        table.admit(id, 0, seq, 1, now);
+        table.record(id, seq, 1, now, response);
+      }
     }
     out = new ByteArrayOutputStream(128 << 20);
     table.writeSnapshot(out);
     snapshot = out.toByteArray();
+  }
+
+  @Benchmark
+  public SessionTable.Frozen freeze() {
+    return table.freeze();
   }
 
   @Benchmark

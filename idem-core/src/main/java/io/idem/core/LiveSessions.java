@@ -63,6 +63,11 @@ final class LiveSessions {
     return byId.sortedIds();
   }
 
+  /** Every session, in no particular order. */
+  Session[] all() {
+    return byId.all();
+  }
+
   long savedResponses() {
     return savedResponses;
   }

@@ -80,6 +80,18 @@ final class SessionIndex {
   }
 
   /** All ids in ascending order: the deterministic iteration for snapshots and digests. */
+  /** Every session, in no particular order. */
+  Session[] all() {
+    Session[] all = new Session[size];
+    int n = 0;
+    for (Session s : slots) {
+      if (s != null) {
+        all[n++] = s;
+      }
+    }
+    return all;
+  }
+
   long[] sortedIds() {
     long[] ids = new long[size];
     int n = 0;

@@ -568,6 +568,24 @@ public final class SessionTable {
   }
 
   /**
+   * The table as it is now, to be written later by another thread while the table goes on changing
+   * (a replica's snapshot is written off its apply thread). Costs one pass over the sessions and
+   * their saved responses' references, not their bytes.
+   */
+  public Frozen freeze() {
+    return SnapshotCodec.freeze(this);
+  }
+
+  /** A table as it was when frozen. */
+  public interface Frozen {
+    /**
+     * Writes exactly what {@link #writeSnapshot} wrote at the freeze. Leaves {@code out} open and
+     * does not flush it.
+     */
+    void writeSnapshot(OutputStream out) throws IOException;
+  }
+
+  /**
    * Reads a table written by {@link #writeSnapshot}. Reads exactly the snapshot's bytes.
    *
    * @throws SnapshotFormatException if the input is corrupt, truncated, of an unknown version, or

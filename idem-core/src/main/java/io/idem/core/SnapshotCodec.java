@@ -57,18 +57,100 @@ final class SnapshotCodec {
   }
 
   static void write(SessionTable table, SnapshotEncoder.Sink sink) throws IOException {
+    write(freeze(table), sink);
+  }
+
+  /**
+   * The table's bounds and each session's fields as they are now, with the saved responses by
+   * reference: the table replaces or drops a saved response but never changes its bytes, so the
+   * copy writes what the table held at this moment whatever it does after. The sessions are put in
+   * client id order when first written, not here (a freeze runs under the state lock).
+   */
+  static FrozenTable freeze(SessionTable table) {
+    Session[] all = table.sessions().all();
+    FrozenSession[] sessions = new FrozenSession[all.length];
+    for (int i = 0; i < all.length; i++) {
+      Session s = all[i];
+      int saved = s.savedResponses();
+      byte[][] responses = saved == 0 ? NO_RESPONSES : new byte[saved][];
+      for (long seq = s.lowWater; seq < s.nextSeq; seq++) {
+        responses[(int) (seq - s.lowWater)] = s.response(seq);
+      }
+      sessions[i] = new FrozenSession(s, responses);
+    }
+    return new FrozenTable(table.config(), sessions);
+  }
+
+  private static final byte[][] NO_RESPONSES = new byte[0][];
+
+  /** A session's snapshot fields at a freeze. */
+  private static final class FrozenSession {
+    final long clientId;
+    final long epoch;
+    final long grantNonce;
+    final byte[] secretHash;
+    final long ttlMs;
+    final long lastActiveMs;
+    final long lowWater;
+    final long nextSeq;
+    final String name;
+    final String principal;
+    final byte[][] responses;
+
+    FrozenSession(Session s, byte[][] responses) {
+      this.clientId = s.clientId;
+      this.epoch = s.epoch;
+      this.grantNonce = s.grantNonce;
+      this.secretHash = s.secretHash;
+      this.ttlMs = s.ttlMs;
+      this.lastActiveMs = s.lastActiveMs;
+      this.lowWater = s.lowWater;
+      this.nextSeq = s.nextSeq;
+      this.name = s.name;
+      this.principal = s.principal;
+      this.responses = responses;
+    }
+  }
+
+  /** A table at a freeze ({@link SessionTable#freeze}). */
+  static final class FrozenTable implements SessionTable.Frozen {
+    private final SessionTableConfig config;
+    private final FrozenSession[] sessions;
+
+    private boolean sorted;
+
+    FrozenTable(SessionTableConfig config, FrozenSession[] sessions) {
+      this.config = config;
+      this.sessions = sessions;
+    }
+
+    @Override
+    public void writeSnapshot(java.io.OutputStream out) throws IOException {
+      write(this, out::write);
+    }
+
+    /** The sessions in ascending client id, sorted on the first call (the writer's thread). */
+    synchronized FrozenSession[] ordered() {
+      if (!sorted) {
+        java.util.Arrays.sort(sessions, java.util.Comparator.comparingLong(s -> s.clientId));
+        sorted = true;
+      }
+      return sessions;
+    }
+  }
+
+  private static void write(FrozenTable table, SnapshotEncoder.Sink sink) throws IOException {
     SnapshotEncoder out = new SnapshotEncoder(sink);
-    long[] ids = table.sessions().sortedIds();
     out.putInt(MAGIC);
     out.putInt(VERSION);
-    SessionTableConfig c = table.config();
+    SessionTableConfig c = table.config;
     out.putInt(c.window());
     out.putInt(c.maxSessions());
     out.putLong(c.maxTtlMs());
     out.putInt(c.maxNameLength());
-    out.putInt(ids.length);
-    for (long id : ids) {
-      Session s = table.sessions().get(id);
+    FrozenSession[] sessions = table.ordered();
+    out.putInt(sessions.length);
+    for (FrozenSession s : sessions) {
       out.putLong(s.clientId);
       out.putLong(s.epoch);
       out.putLong(s.grantNonce);
@@ -79,8 +161,8 @@ final class SnapshotCodec {
       out.putLong(s.nextSeq);
       out.putBytes(s.name == null ? null : s.name.getBytes(StandardCharsets.UTF_8));
       out.putBytes(s.principal == null ? null : s.principal.getBytes(StandardCharsets.UTF_8));
-      for (long seq = s.lowWater; seq < s.nextSeq; seq++) {
-        out.putBytes(s.response(seq));
+      for (byte[] response : s.responses) {
+        out.putBytes(response);
       }
     }
     out.finish();

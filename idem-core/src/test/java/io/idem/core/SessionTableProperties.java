@@ -48,6 +48,8 @@ class SessionTableProperties {
 
   record SnapshotRoundTrip() implements Op {}
 
+  record Freeze() implements Op {}
+
   @Provide
   Arbitrary<List<Op>> histories() {
     Arbitrary<Integer> pick = Arbitraries.integers().between(0, 5);
@@ -84,7 +86,8 @@ class SessionTableProperties {
             Tuple.of(1, Combinators.combine(pick, epochDelta).as(Close::new)),
             Tuple.of(2, Arbitraries.just(new Expire())),
             Tuple.of(4, Arbitraries.integers().between(0, 400).map(Advance::new)),
-            Tuple.of(1, Arbitraries.just(new SnapshotRoundTrip())));
+            Tuple.of(1, Arbitraries.just(new SnapshotRoundTrip())),
+            Tuple.of(2, Arbitraries.just(new Freeze())));
     return op.list().ofMinSize(1).ofMaxSize(200);
   }
 
@@ -95,6 +98,8 @@ class SessionTableProperties {
     long now = 0;
     long nextLogIndex = 1;
     Map<Long, Integer> applied = new HashMap<>();
+    // Each freeze, and the bytes the table wrote at that moment.
+    Map<SessionTable.Frozen, byte[]> frozen = new java.util.LinkedHashMap<>();
     for (Op op : history) {
       if (op instanceof Register r) {
         String name = r.name() < 0 ? null : NAMES[r.name()];
@@ -142,11 +147,27 @@ class SessionTableProperties {
         table.writeSnapshot(out);
         table = SessionTable.readSnapshot(new ByteArrayInputStream(out.toByteArray()));
         assertThat(table.digest()).isEqualTo(digest);
+      } else if (op instanceof Freeze) {
+        frozen.put(table.freeze(), snapshotOf(table));
       } else {
         throw new AssertionError(op);
       }
       assertEquivalent(table, model);
     }
+    // A frozen table writes what the table held when frozen, whatever happened after, every time.
+    for (Map.Entry<SessionTable.Frozen, byte[]> f : frozen.entrySet()) {
+      for (int i = 0; i < 2; i++) {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        f.getKey().writeSnapshot(out);
+        assertThat(out.toByteArray()).isEqualTo(f.getValue());
+      }
+    }
+  }
+
+  private static byte[] snapshotOf(SessionTable table) throws IOException {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    table.writeSnapshot(out);
+    return out.toByteArray();
   }
 
   private static long pick(ReferenceModel model, int pick) {

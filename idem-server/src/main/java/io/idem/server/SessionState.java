@@ -229,6 +229,16 @@ final class SessionState implements StateSection {
     table.writeSnapshot(out);
   }
 
+  /**
+   * The table's copy at this moment ({@link SessionTable#freeze}): the saved responses are shared,
+   * not written, under the state lock, however many bytes they hold.
+   */
+  @Override
+  public Frozen freeze() {
+    SessionTable.Frozen frozen = table.freeze();
+    return frozen::writeSnapshot;
+  }
+
   @Override
   public void readSection(DataInputStream in, int formatVersion) throws IOException {
     table = SessionTable.readSnapshot(in);
