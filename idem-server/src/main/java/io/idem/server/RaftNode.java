@@ -271,6 +271,15 @@ final class RaftNode implements ReplicatedLog {
     }
   }
 
+  @Override
+  public boolean isLeaderReady() {
+    try {
+      return info().isLeaderReady() && member();
+    } catch (IOException e) {
+      return false;
+    }
+  }
+
   /**
    * Whether this node is in its group's configuration in force, as a voter or a listener, in either
    * half of a change under way; false if that cannot be read. A replica removed from its group gets

@@ -32,6 +32,14 @@ interface ReplicatedLog {
   /** Whether this node currently leads (a hint: leadership may change at any moment). */
   boolean isLeader();
 
+  /**
+   * Whether this node leads and has applied every entry committed before its term (Ratis's leader
+   * readiness: its first entry of the term is applied), so that its state holds every session the
+   * group ever acknowledged. A new leader that was replaying its log, after a restart or a snapshot
+   * install, is a leader before it is ready.
+   */
+  boolean isLeaderReady();
+
   /** The leader's client address, or an empty string if no leader is known. */
   String leaderClientAddress();
 

@@ -216,6 +216,16 @@ final class SessionStream implements StreamObserver<ClientFrame>, AnswerRound.Me
     switch (stateMachine.authenticate(
         h.getClientId(), h.getSecretHi(), h.getSecretLo(), principal)) {
       case UNKNOWN_SESSION -> {
+        if (!log.isLeaderReady()) {
+          // A new leader still applying its log may not know a live session yet: "expired" would
+          // make the client drop it and its calls' outcomes. It retries here shortly.
+          endWith(
+              Code.NOT_LEADER,
+              "the leader is still applying its log and does not know session "
+                  + h.getClientId()
+                  + " yet: retry");
+          return;
+        }
         // Expired (or never existed): the client must register anew, not give up.
         endWith(
             Code.SESSION_EXPIRED,

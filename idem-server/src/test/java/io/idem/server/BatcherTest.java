@@ -76,6 +76,11 @@ class BatcherTest {
     }
 
     @Override
+    public boolean isLeaderReady() {
+      return leader;
+    }
+
+    @Override
     public String leaderClientAddress() {
       return "";
     }
