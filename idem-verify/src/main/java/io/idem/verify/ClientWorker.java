@@ -145,6 +145,9 @@ public final class ClientWorker {
     }
     try (IdemClient client = started.client()) {
       int recovered = 0;
+      // Said before the recovered calls' outcomes are handled: one that failed while the client
+      // was built is reported at once, and would otherwise print before "started".
+      List<Runnable> handles = new java.util.ArrayList<>();
       for (IdemClient.RecoveredCall rc : started.recovered()) {
         Op op =
             rc.description().equals("append")
@@ -157,10 +160,11 @@ public final class ClientWorker {
         recovered++;
         // Not counted against the window: timed-out calls stay outstanding, so a previous life
         // may have had more in flight than the window.
-        resent.add(rc.result().handle((r, e) -> complete(op, e, null)));
+        handles.add(() -> resent.add(rc.result().handle((r, e) -> complete(op, e, null))));
       }
       System.out.println(
           label + ": started, " + recovered + " calls recovered from its identity file");
+      handles.forEach(Runnable::run);
       Random r = new Random(seed ^ nextId);
       while (System.nanoTime() < end) {
         if (failuresInARow.get() >= window) {
