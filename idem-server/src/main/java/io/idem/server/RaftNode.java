@@ -264,17 +264,18 @@ final class RaftNode implements ReplicatedLog {
    */
   @Override
   public boolean isLeader() {
-    try {
-      return info().isLeader() && member();
-    } catch (IOException e) {
-      return false;
-    }
+    return leads(DivisionInfo::isLeader);
   }
 
   @Override
   public boolean isLeaderReady() {
+    return leads(DivisionInfo::isLeaderReady);
+  }
+
+  /** Whether {@code role} holds of this division and this node is in its configuration. */
+  private boolean leads(java.util.function.Predicate<DivisionInfo> role) {
     try {
-      return info().isLeaderReady() && member();
+      return role.test(info()) && member();
     } catch (IOException e) {
       return false;
     }

@@ -101,7 +101,7 @@ public final class ClusterAdmin {
       int group, String what, Function<RawSession, Code> change, long deadline, Duration timeout)
       throws InterruptedException {
     while (true) {
-      Optional<Integer> leader = group < 0 ? cluster.leader() : leaderOf(group);
+      Optional<Integer> leader = cluster.leader(group);
       if (leader.isPresent()) {
         String address = cluster.directAddresses().get(leader.get());
         ClientTls admin = cluster.tls("admin");
@@ -126,16 +126,5 @@ public final class ClusterAdmin {
       }
       Thread.sleep(200);
     }
-  }
-
-  /** The running node that says it leads group {@code group}, if one answers. */
-  private Optional<Integer> leaderOf(int group) {
-    for (int i = 0; i < cluster.size(); i++) {
-      if (cluster.isRunning(i)
-          && cluster.status(i, group).filter(s -> s.getRole().equals("LEADER")).isPresent()) {
-        return Optional.of(i);
-      }
-    }
-    return Optional.empty();
   }
 }

@@ -68,18 +68,7 @@ final class ClusterWatch {
 
   /** The node that says it leads group {@code group}, once one does; empty if none did. */
   Optional<Integer> leaderWithin(int group, Duration timeout) throws InterruptedException {
-    return Eventually.within(
-        timeout,
-        POLL,
-        () -> {
-          for (int i = 0; i < cluster.size(); i++) {
-            if (cluster.isRunning(i)
-                && cluster.status(i, group).filter(s -> s.getRole().equals("LEADER")).isPresent()) {
-              return i;
-            }
-          }
-          return null;
-        });
+    return Eventually.within(timeout, POLL, () -> cluster.leader(group).orElse(null));
   }
 
   /**

@@ -633,12 +633,14 @@ public final class ProcessCluster implements AutoCloseable {
 
   /** The node that says it leads, if one answers. */
   public Optional<Integer> leader() {
+    return leader(-1);
+  }
+
+  /** The running node that says it leads group {@code group} (-1: none named), if one answers. */
+  public Optional<Integer> leader(int group) {
     for (int i = 0; i < size(); i++) {
-      if (isRunning(i)) {
-        Optional<StatusReply> s = status(i);
-        if (s.isPresent() && s.get().getRole().equals("LEADER")) {
-          return Optional.of(i);
-        }
+      if (isRunning(i) && status(i, group).filter(s -> s.getRole().equals("LEADER")).isPresent()) {
+        return Optional.of(i);
       }
     }
     return Optional.empty();
