@@ -1,6 +1,8 @@
 package io.idem.server;
 
+import com.google.protobuf.ByteOutput;
 import com.google.protobuf.ByteString;
+import com.google.protobuf.UnsafeByteOperations;
 import io.idem.core.SessionTable;
 import io.idem.core.SnapshotFormatException;
 import java.io.ByteArrayOutputStream;
@@ -8,6 +10,8 @@ import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.EOFException;
 import java.io.IOException;
+import java.io.OutputStream;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 
 /**
@@ -36,13 +40,32 @@ interface StateSection {
     writeSection(out);
     out.flush();
     byte[] written = bytes.toByteArray();
-    return target -> target.write(written);
+    return new Frozen() {
+      @Override
+      public void writeSection(DataOutputStream target) throws IOException {
+        target.write(written);
+      }
+
+      @Override
+      public long length() {
+        return written.length;
+      }
+    };
   }
 
   /** A section as it was when frozen: writes exactly what {@link #writeSection} wrote then. */
   @FunctionalInterface
   interface Frozen {
     void writeSection(DataOutputStream out) throws IOException;
+
+    /**
+     * How many bytes {@link #writeSection} writes, if known without writing them; else -1, and the
+     * snapshot writer counts them by writing the section once to nowhere. A large section should
+     * know: the count costs as much as the write.
+     */
+    default long length() {
+      return -1;
+    }
   }
 
   /**
@@ -67,9 +90,88 @@ interface StateSection {
     return new String(readRaw(in), StandardCharsets.UTF_8);
   }
 
+  /** The bytes {@link #writeString} writes for {@code s}. */
+  static int stringLength(String s) {
+    return 4 + utf8Length(s);
+  }
+
+  /**
+   * The length of {@code s} in UTF-8 as {@link String#getBytes} encodes it, without encoding it: a
+   * lone surrogate becomes one byte ({@code '?'}).
+   */
+  static int utf8Length(String s) {
+    int n = s.length();
+    int bytes = n;
+    for (int i = 0; i < n; i++) {
+      char c = s.charAt(i);
+      if (c < 0x80) {
+        continue;
+      }
+      if (c < 0x800) {
+        bytes += 1;
+      } else if (!Character.isSurrogate(c)) {
+        bytes += 2;
+      } else if (Character.isHighSurrogate(c)
+          && i + 1 < n
+          && Character.isLowSurrogate(s.charAt(i + 1))) {
+        bytes += 2; // two chars, four bytes
+        i++;
+      }
+    }
+    return bytes;
+  }
+
   static void writeBytes(DataOutputStream out, ByteString b) throws IOException {
     out.writeInt(b.size());
-    b.writeTo(out);
+    // ByteString.writeTo(OutputStream) hands the stream a copy of its bytes, one allocation per
+    // value per snapshot; the stream here only copies them into its buffer.
+    UnsafeByteOperations.unsafeWriteTo(b, new StreamByteOutput(out));
+  }
+
+  /** The bytes {@link #writeBytes} writes for {@code b}. */
+  static long bytesLength(ByteString b) {
+    return 4L + b.size();
+  }
+
+  /** A stream as protobuf's {@link ByteOutput}: every write goes to the stream at once. */
+  final class StreamByteOutput extends ByteOutput {
+    private final OutputStream out;
+
+    StreamByteOutput(OutputStream out) {
+      this.out = out;
+    }
+
+    @Override
+    public void write(byte value) throws IOException {
+      out.write(value);
+    }
+
+    @Override
+    public void write(byte[] value, int offset, int length) throws IOException {
+      out.write(value, offset, length);
+    }
+
+    @Override
+    public void writeLazy(byte[] value, int offset, int length) throws IOException {
+      out.write(value, offset, length);
+    }
+
+    @Override
+    public void write(ByteBuffer value) throws IOException {
+      if (value.hasArray()) {
+        out.write(value.array(), value.arrayOffset() + value.position(), value.remaining());
+        value.position(value.limit());
+      } else {
+        byte[] copy = new byte[value.remaining()];
+        value.get(copy);
+        out.write(copy);
+      }
+    }
+
+    @Override
+    public void writeLazy(ByteBuffer value) throws IOException {
+      write(value);
+    }
   }
 
   static ByteString readBytes(DataInputStream in) throws IOException {

@@ -11,6 +11,7 @@ import java.io.FilterOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.DigestOutputStream;
 import java.security.MessageDigest;
@@ -150,11 +151,16 @@ final class StateSnapshot {
   private record FrozenSection(
       int id, StateSection.Frozen part, KeyTable.Frozen keys, boolean hashed) {
     /**
-     * Its length: the key table's counted from its records; any other by writing it once to nowhere
-     * (they are small next to it), so that no copy of a section is held in memory.
+     * Its length: the key table's counted from its records, the others' as they state it ({@link
+     * StateSection.Frozen#length}); a section that does not know is written once to nowhere (they
+     * are small), so that no copy of a section is held in memory.
      */
     long length() throws IOException {
-      return keys != null ? keys.snapshotBytes() : sizeOf(part);
+      if (keys != null) {
+        return keys.snapshotBytes();
+      }
+      long stated = part.length();
+      return stated >= 0 ? stated : sizeOf(part);
     }
   }
 
@@ -167,6 +173,7 @@ final class StateSnapshot {
     private final KeyTable.Frozen keys;
     private final boolean keysPristine;
     private final int version;
+    private volatile String written; // the digest, taken by write(); null before
 
     private Frozen(
         List<FrozenSection> sections, KeyTable.Frozen keys, boolean keysPristine, int version) {
@@ -177,12 +184,16 @@ final class StateSnapshot {
     }
 
     /**
-     * The state's {@link StateSnapshot#digest} as it was when frozen. After {@link #write}, the key
-     * table's part of it is the hash taken while writing: the records are not encoded again.
+     * The state's {@link StateSnapshot#digest} as it was when frozen. After {@link #write}, the one
+     * it took while writing: nothing is encoded again.
      */
     String digest() {
+      String done = written;
+      if (done != null) {
+        return done;
+      }
       try {
-        MessageDigest sha = MessageDigest.getInstance("SHA-256");
+        MessageDigest sha = sha256();
         DataOutputStream out =
             new DataOutputStream(
                 new BufferedOutputStream(
@@ -199,7 +210,7 @@ final class StateSnapshot {
         }
         out.flush();
         return HexFormat.of().formatHex(sha.digest());
-      } catch (NoSuchAlgorithmException | IOException e) {
+      } catch (IOException e) {
         throw new IllegalStateException("digest of an in-memory state failed", e);
       }
     }
@@ -212,8 +223,13 @@ final class StateSnapshot {
      */
     void write(OutputStream target) throws IOException {
       CRC32C crc = new CRC32C();
-      Counter written = new Counter(new CheckedOutputStream(target, crc));
-      DataOutputStream out = new DataOutputStream(new BufferedOutputStream(written, 1 << 16));
+      MessageDigest sha = sha256();
+      sha.update(
+          ByteBuffer.allocate(2 * Integer.BYTES).putInt(MAGIC).putInt(DIGEST_VERSION).flip());
+      // The digest hashes the sections' bytes as they pass (the hashed ones, without framing):
+      // each section is encoded once, for the file and the digest alike.
+      Counter counted = new Counter(new CheckedOutputStream(target, crc), sha);
+      DataOutputStream out = new DataOutputStream(new BufferedOutputStream(counted, 1 << 16));
       out.writeInt(MAGIC);
       out.writeInt(version);
       for (FrozenSection section : sections) {
@@ -221,15 +237,17 @@ final class StateSnapshot {
         out.writeInt(section.id());
         out.writeLong(length);
         out.flush();
-        long start = written.count;
+        long start = counted.count;
+        counted.hashing = section.hashed();
         section.part().writeSection(out);
         out.flush();
-        if (written.count - start != length) {
+        counted.hashing = false;
+        if (counted.count - start != length) {
           throw new IllegalStateException(
               "section "
                   + section.id()
                   + " wrote "
-                  + (written.count - start)
+                  + (counted.count - start)
                   + " bytes, not the "
                   + length
                   + " it stated");
@@ -237,6 +255,18 @@ final class StateSnapshot {
       }
       new DataOutputStream(target).writeInt((int) crc.getValue());
       target.flush();
+      if (!keysPristine) {
+        sha.update(keys.digest().getBytes(StandardCharsets.UTF_8));
+      }
+      written = HexFormat.of().formatHex(sha.digest());
+    }
+  }
+
+  private static MessageDigest sha256() {
+    try {
+      return MessageDigest.getInstance("SHA-256");
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException("this JVM has no SHA-256", e);
     }
   }
 
@@ -331,31 +361,42 @@ final class StateSnapshot {
   }
 
   private static long sizeOf(StateSection.Frozen part) throws IOException {
-    Counter counter = new Counter(OutputStream.nullOutputStream());
+    Counter counter = new Counter(OutputStream.nullOutputStream(), null);
     DataOutputStream out = new DataOutputStream(new BufferedOutputStream(counter, 1 << 16));
     part.writeSection(out);
     out.flush();
     return counter.count;
   }
 
-  /** Counts the bytes written through it. */
+  /**
+   * Counts the bytes written through it, and hashes them into {@code sha} while {@code hashing}.
+   */
   private static final class Counter extends FilterOutputStream {
+    private final MessageDigest sha;
     long count;
+    boolean hashing;
 
-    Counter(OutputStream out) {
+    Counter(OutputStream out, MessageDigest sha) {
       super(out);
+      this.sha = sha;
     }
 
     @Override
     public void write(int b) throws IOException {
       out.write(b);
       count++;
+      if (hashing) {
+        sha.update((byte) b);
+      }
     }
 
     @Override
     public void write(byte[] b, int off, int len) throws IOException {
       out.write(b, off, len);
       count += len;
+      if (hashing) {
+        sha.update(b, off, len);
+      }
     }
   }
 

@@ -21,9 +21,15 @@ import net.jqwik.api.constraints.Size;
 /**
  * A frozen KV section ({@link KvState#freeze}) shares its entries with the live state until they
  * change: whatever is applied after the freeze, by any operation, through any number of later
- * freezes, the frozen section writes the bytes the state had at its moment.
+ * freezes, the frozen section writes the bytes the state had at its moment, and states their number
+ * without writing them.
  */
 class KvStateProperties {
+  /** Keys and principals of one, two, three and four UTF-8 bytes per character. */
+  private static final String[] NAMES = {"k", "ké", "k日本", "k\uD83D\uDE00"};
+
+  private static final Payer OWNER =
+      new Payer("ø-owner", Quotas.UNLIMITED, false, 0, Long.MAX_VALUE);
 
   @Property(tries = 300)
   void aFrozenSectionWritesTheStateOfItsMoment(
@@ -35,12 +41,13 @@ class KvStateProperties {
     List<byte[]> then = new ArrayList<>();
     long revision = 0;
     for (int n : actions) {
-      String key = "k" + (n / 10 % 12);
+      String key = NAMES[n / 10 % 4] + (n / 40 % 3);
       String lease = "l" + (n / 120 % 3);
       ByteString value = ByteString.copyFromUtf8(Integer.toString(n));
       revision++;
       switch (n % 10) {
-        case 0, 1 -> kv.put(revision, Put.newBuilder().setKey(key).setValue(value).build());
+        case 0 -> kv.put(revision, Put.newBuilder().setKey(key).setValue(value).build());
+        case 1 -> kv.put(revision, Put.newBuilder().setKey(key).setValue(value).build(), OWNER);
         case 2 -> {
           if (state.leases.exists(lease)) {
             kv.put(revision, Put.newBuilder().setKey(key).setValue(value).setLease(lease).build());
@@ -70,6 +77,7 @@ class KvStateProperties {
       }
     }
     for (int i = 0; i < frozen.size(); i++) {
+      assertThat(frozen.get(i).length()).as("length stated").isEqualTo(then.get(i).length);
       assertThat(bytes(frozen.get(i)::writeSection))
           .as("frozen section %d of %d", i + 1, frozen.size())
           .isEqualTo(then.get(i));

@@ -223,6 +223,25 @@ class StateSnapshotFormatTest {
    * The digest hashes the sections unframed, so it does not depend on the snapshot version a state
    * was read from.
    */
+  /**
+   * A snapshot's write hashes the sections as it writes them: the digest it leaves is the state's
+   * digest taken without writing, with the key table hashed (state 7) or pristine (state 3).
+   */
+  @ParameterizedTest
+  @ValueSource(ints = {3, 4, 7})
+  void theDigestAWriteTakesIsTheStatesDigest(int version) throws IOException {
+    ReplicatedState s = GoldenStates.state(version);
+    String expected = StateSnapshot.digest(s);
+    StateSnapshot.Frozen frozen = StateSnapshot.freeze(s);
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    frozen.write(out);
+    assertThat(frozen.digest()).isEqualTo(expected);
+    assertThat(StateSnapshot.digest(read(out.toByteArray()))).isEqualTo(expected);
+    if (version == 3) {
+      assertThat(frozen.digest()).isEqualTo(DIGEST_OF_STATE_3);
+    }
+  }
+
   @Test
   void theDigestOfAStateDoesNotDependOnTheSnapshotVersionItWasReadFrom() throws IOException {
     assertThat(StateSnapshot.digest(GoldenStates.state(3))).isEqualTo(DIGEST_OF_STATE_3);
