@@ -583,6 +583,9 @@ public final class SessionTable {
      * does not flush it.
      */
     void writeSnapshot(OutputStream out) throws IOException;
+
+    /** How many bytes {@link #writeSnapshot} writes, counted from the sessions, not written. */
+    long snapshotBytes();
   }
 
   /**

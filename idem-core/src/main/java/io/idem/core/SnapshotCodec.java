@@ -129,6 +129,11 @@ final class SnapshotCodec {
       write(this, out::write);
     }
 
+    @Override
+    public long snapshotBytes() {
+      return length(this);
+    }
+
     /** The sessions in ascending client id, sorted on the first call (the writer's thread). */
     synchronized FrozenSession[] ordered() {
       if (!sorted) {
@@ -166,6 +171,24 @@ final class SnapshotCodec {
       }
     }
     out.finish();
+  }
+
+  /** The bytes {@link #write} writes for {@code table}: each field as it puts it, and the CRC. */
+  private static long length(FrozenTable table) {
+    long n = 2 * Integer.BYTES + 3 * Integer.BYTES + Long.BYTES + Integer.BYTES;
+    for (FrozenSession s : table.sessions) {
+      n += 7 * Long.BYTES + s.secretHash.length;
+      n += bytesLength(s.name) + bytesLength(s.principal);
+      for (byte[] response : s.responses) {
+        n += Integer.BYTES + (response == null ? 0 : response.length);
+      }
+    }
+    return n + Integer.BYTES;
+  }
+
+  /** What {@link SnapshotEncoder#putBytes} puts for {@code s} in UTF-8 (null: the length -1). */
+  private static long bytesLength(String s) {
+    return Integer.BYTES + (s == null ? 0L : Utf8.encodedLength(s));
   }
 
   static SessionTable read(InputStream stream) throws IOException {

@@ -27,7 +27,7 @@ class SessionTableProperties {
           .maxTtlMs(1_000)
           .maxNameLength(4)
           .build();
-  private static final String[] NAMES = {"a", "b", "c"};
+  private static final String[] NAMES = {"a", "bé", "c日\uD83D\uDE00"};
   private static final long[] TTLS = {0, 100, 250, 1_000, 1_001};
 
   sealed interface Op {}
@@ -154,8 +154,10 @@ class SessionTableProperties {
       }
       assertEquivalent(table, model);
     }
-    // A frozen table writes what the table held when frozen, whatever happened after, every time.
+    // A frozen table writes what the table held when frozen, whatever happened after, every time,
+    // and states how many bytes that is without writing them.
     for (Map.Entry<SessionTable.Frozen, byte[]> f : frozen.entrySet()) {
+      assertThat(f.getKey().snapshotBytes()).isEqualTo(f.getValue().length);
       for (int i = 0; i < 2; i++) {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         f.getKey().writeSnapshot(out);

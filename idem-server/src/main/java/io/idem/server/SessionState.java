@@ -236,7 +236,17 @@ final class SessionState implements StateSection {
   @Override
   public Frozen freeze() {
     SessionTable.Frozen frozen = table.freeze();
-    return frozen::writeSnapshot;
+    return new Frozen() {
+      @Override
+      public void writeSection(DataOutputStream out) throws IOException {
+        frozen.writeSnapshot(out);
+      }
+
+      @Override
+      public long length() {
+        return frozen.snapshotBytes();
+      }
+    };
   }
 
   @Override

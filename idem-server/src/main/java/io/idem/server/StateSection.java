@@ -5,6 +5,7 @@ import com.google.protobuf.ByteString;
 import com.google.protobuf.UnsafeByteOperations;
 import io.idem.core.SessionTable;
 import io.idem.core.SnapshotFormatException;
+import io.idem.core.Utf8;
 import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
@@ -92,33 +93,7 @@ interface StateSection {
 
   /** The bytes {@link #writeString} writes for {@code s}. */
   static int stringLength(String s) {
-    return 4 + utf8Length(s);
-  }
-
-  /**
-   * The length of {@code s} in UTF-8 as {@link String#getBytes} encodes it, without encoding it: a
-   * lone surrogate becomes one byte ({@code '?'}).
-   */
-  static int utf8Length(String s) {
-    int n = s.length();
-    int bytes = n;
-    for (int i = 0; i < n; i++) {
-      char c = s.charAt(i);
-      if (c < 0x80) {
-        continue;
-      }
-      if (c < 0x800) {
-        bytes += 1;
-      } else if (!Character.isSurrogate(c)) {
-        bytes += 2;
-      } else if (Character.isHighSurrogate(c)
-          && i + 1 < n
-          && Character.isLowSurrogate(s.charAt(i + 1))) {
-        bytes += 2; // two chars, four bytes
-        i++;
-      }
-    }
-    return bytes;
+    return 4 + Utf8.encodedLength(s);
   }
 
   static void writeBytes(DataOutputStream out, ByteString b) throws IOException {

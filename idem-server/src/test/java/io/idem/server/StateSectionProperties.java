@@ -3,6 +3,7 @@ package io.idem.server;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.google.protobuf.ByteString;
+import io.idem.core.Utf8;
 import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -22,7 +23,7 @@ class StateSectionProperties {
       @ForAll @Chars({'a', 'é', '日', '\uD83D', '\uDE00'}) @CharRange(from = 0, to = 0xFFFF)
           String s)
       throws IOException {
-    assertThat(StateSection.utf8Length(s)).isEqualTo(s.getBytes(StandardCharsets.UTF_8).length);
+    assertThat(Utf8.encodedLength(s)).isEqualTo(s.getBytes(StandardCharsets.UTF_8).length);
     ByteArrayOutputStream bytes = new ByteArrayOutputStream();
     DataOutputStream out = new DataOutputStream(bytes);
     StateSection.writeString(out, s);
