@@ -7,29 +7,34 @@
 # Then linearizable reads (`--workload get`: etcd's default get, ZooKeeper's sync then getData, Idem's get) of 100
 # keys written before each run, each system on a new cluster: etcd's and Idem's closed-loop read peaks, and open
 # loops at 25%, 50% and 75% of etcd's read peak on all three (--no-reads skips them).
+# Each new cluster first takes --settle (90 s) of the same closed-loop workload (put for ZooKeeper's reads, which
+# have no closed loop here), not recorded, so that no measured run falls in the JVM servers' first minutes, while
+# the JIT compiler takes a third of their CPU (docs/PERFORMANCE.md, "Warm-up"); etcd gets the same.
+# --settle 0s skips it.
 # Every run reports the servers' CPU-us per operation (/proc, over the measured window) and writes its latency per
 # second to --out/timelines/N-target-workload.csv (`idem bench --timeline`). At the end: one table and
 # a PNG plot of p99 against rate per system for writes, and one of each for reads (`idem bench-plot`), all in --out.
 # Installs etcd-server and zookeeper from Debian packages if they are missing.
 #
-#   bench/compare-peers.sh [--sessions 256] [--window 1] [--duration 30s] [--warmup 30s] [--value-size 100]
-#                          [--no-reads] [--out bench/out/compare-peers]
+#   bench/compare-peers.sh [--sessions 256] [--window 1] [--duration 30s] [--warmup 30s] [--settle 90s]
+#                          [--value-size 100] [--no-reads] [--out bench/out/compare-peers]
 #
 # Environment: IDEM_JAVA_OPTS (JVM flags of the Idem servers and the bench, see ./idem),
 # KEEP_DATA=1 keeps the data directories (under $TMPDIR) for inspection.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-sessions=256 window=1 duration=30s warmup=30s value_size=100 reads=1 out="$root/bench/out/compare-peers"
+sessions=256 window=1 duration=30s warmup=30s settle=90s value_size=100 reads=1 out="$root/bench/out/compare-peers"
 while [ $# -gt 0 ]; do
   case "$1" in
     --sessions) sessions="$2"; shift 2 ;;
     --window) window="$2"; shift 2 ;;
     --duration) duration="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
+    --settle) settle="$2"; shift 2 ;;
     --value-size) value_size="$2"; shift 2 ;;
     --no-reads) reads=0; shift ;;
     --out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "compare-peers: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -82,6 +87,15 @@ run_bench() { # workload, results file, target, servers, label, then extra optio
   echo "$json" >> "$into"
   peak="$(sed -n 's/.*"ops_per_s":\([0-9.]*\).*/\1/p' <<< "$json")"
 }
+settle() { # workload, target, servers, then extra options of idem bench: load a new cluster, not recorded
+  local workload="$1" target="$2" servers="$3"
+  shift 3
+  if [ "${settle%s}" = 0 ]; then return 0; fi
+  echo "-- $target $workload: settling for $settle (not recorded)" >&2
+  "$root/idem" bench --target "$target" --servers "$servers" --sessions "$sessions" --window "$window" \
+    --workload "$workload" --value-size "$value_size" --duration "$settle" --warmup 1s "$@" \
+    > "$work/settle.out" 2>&1 || true
+}
 pct() { awk -v p="$1" -v x="$2" 'BEGIN { printf "%d", p * x / 100 }'; }
 
 start_zookeeper() { # a new 3-server ensemble; sets zk_servers
@@ -128,6 +142,7 @@ start_idem() { # a new 3-node cluster; sets idem_servers
 # Writes. Each system runs on a new cluster, and its reads below on another new one, so that neither inherits the
 # other's data (etcd keeps every revision of the writes until compacted).
 start_etcd
+settle put etcd "$etcd_servers"
 bench etcd "$etcd_servers" "closed-loop peak"
 etcd_peak="$peak"
 rates=("$(pct 25 "$etcd_peak")" "$(pct 50 "$etcd_peak")" "$(pct 75 "$etcd_peak")")
@@ -135,11 +150,13 @@ for r in "${rates[@]}"; do bench etcd "$etcd_servers" "open loop at $r/s" --rate
 stop_all
 
 start_zookeeper
+settle put zookeeper "$zk_servers" --timeout 60s
 bench zookeeper "$zk_servers" "closed-loop peak" --timeout 60s
 for r in "${rates[@]}"; do bench zookeeper "$zk_servers" "open loop at $r/s" --rate "$r"; done
 stop_all
 
 start_idem
+settle put idem "$idem_servers"
 bench idem "$idem_servers" "closed-loop peak"
 idem_peak="$peak"
 for r in "${rates[@]}"; do bench idem "$idem_servers" "open loop at $r/s" --rate "$r"; done
@@ -151,6 +168,7 @@ stop_all
 
 if [ "$reads" = 1 ]; then
   start_etcd
+  settle get etcd "$etcd_servers"
   bench_reads etcd "$etcd_servers" "closed-loop peak"
   etcd_read_peak="$peak"
   read_rates=("$(pct 25 "$etcd_read_peak")" "$(pct 50 "$etcd_read_peak")" "$(pct 75 "$etcd_read_peak")")
@@ -158,12 +176,14 @@ if [ "$reads" = 1 ]; then
   stop_all
 
   start_zookeeper
+  settle put zookeeper "$zk_servers" --timeout 60s # its reads have no closed loop here
   for r in "${read_rates[@]}"; do
     bench_reads zookeeper "$zk_servers" "open loop at $r/s" --rate "$r" --timeout 60s
   done
   stop_all
 
   start_idem
+  settle get idem "$idem_servers"
   bench_reads idem "$idem_servers" "closed-loop peak"
   for r in "${read_rates[@]}"; do bench_reads idem "$idem_servers" "open loop at $r/s" --rate "$r"; done
   stop_all

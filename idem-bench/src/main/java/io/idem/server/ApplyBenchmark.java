@@ -52,7 +52,10 @@ public class ApplyBenchmark {
   @Param({"6", "7"})
   int format;
 
-  private ReplicatedState state;
+  /** The keys that {@link #put} cycles through. */
+  int keySpace = 64_000;
+
+  ReplicatedState state;
   private long index;
   private long now;
   private final long[] ids = new long[SESSIONS];
@@ -108,7 +111,7 @@ public class ApplyBenchmark {
     LogEntry.Builder e = LogEntry.newBuilder();
     for (int i = 0; i < PER_ENTRY; i++) {
       long n = putCounter++;
-      Put p = Put.newBuilder().setKey("bench/" + (n % 64_000)).setValue(value).build();
+      Put p = Put.newBuilder().setKey("bench/" + (n % keySpace)).setValue(value).build();
       e.addCommands(session(i % SESSIONS, Operation.newBuilder().setPut(p).build()));
     }
     apply(e);

@@ -1,14 +1,5 @@
 package io.idem.server;
 
-import com.google.protobuf.ByteString;
-import io.idem.proto.Command;
-import io.idem.proto.LogEntry;
-import io.idem.proto.Operation;
-import io.idem.proto.Put;
-import io.idem.proto.Quotas;
-import io.idem.proto.RegisterCmd;
-import io.idem.proto.RegisterRequest;
-import io.idem.proto.SessionCmd;
 import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
@@ -44,69 +35,24 @@ import org.openjdk.jmh.annotations.Warmup;
 @Measurement(iterations = 5, time = 2)
 @Fork(1)
 public class StateSnapshotBenchmark {
-  static final int SESSIONS = 256;
-
   @Param({"256000"})
   int keys;
 
   private ReplicatedState state;
 
+  /** Applies puts of 256 sessions, as {@link ApplyBenchmark} does, until every key is written. */
   @Setup
   public void fill() {
-    state = new ReplicatedState();
-    long index = 0;
-    long now = 1_000;
-    state.apply(
-        ++index,
-        1,
-        LogEntry.newBuilder()
-            .setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION)
-            .setLeaderTimeMs(now++)
-            .addCommands(
-                Command.newBuilder()
-                    .setConfigure(
-                        ReplicatedConfig.DEFAULTS.bootstrapCommand(
-                            "", Quotas.newBuilder().setKvBytes(16L << 30).build(), 64L << 30)))
-            .build(),
-        false);
-    LogEntry.Builder registrations =
-        LogEntry.newBuilder()
-            .setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION)
-            .setLeaderTimeMs(now++);
-    long[] ids = new long[SESSIONS];
-    for (int i = 0; i < SESSIONS; i++) {
-      registrations.addCommands(
-          Command.newBuilder()
-              .setRegister(
-                  RegisterCmd.newBuilder()
-                      .setSecretHash(ByteString.copyFrom(new byte[32]))
-                      .setRequest(RegisterRequest.newBuilder().setTtlMs(86_400_000).setNonce(i))));
-      ids[i] = (index + 1) * ReplicatedState.MAX_COMMANDS_PER_ENTRY + i;
+    ApplyBenchmark apply = new ApplyBenchmark();
+    apply.format = ReplicatedState.LOG_FORMAT_VERSION;
+    apply.keySpace = keys;
+    apply.setUp();
+    for (int i = 0; i < keys / ApplyBenchmark.PER_ENTRY; i++) {
+      apply.put();
     }
-    state.apply(++index, 1, registrations.build(), false);
-    ByteString value = ByteString.copyFrom(new byte[100]);
-    int perSession = keys / SESSIONS;
-    for (int n = 0; n < perSession; n++) {
-      LogEntry.Builder e =
-          LogEntry.newBuilder()
-              .setFormatVersion(ReplicatedState.LOG_FORMAT_VERSION)
-              .setLeaderTimeMs(now++);
-      for (int s = 0; s < SESSIONS; s++) {
-        Put p = Put.newBuilder().setKey("bench/" + s + "/" + n).setValue(value).build();
-        e.addCommands(
-            Command.newBuilder()
-                .setSession(
-                    SessionCmd.newBuilder()
-                        .setClientId(ids[s])
-                        .setSeq(n + 1)
-                        .setAck(n + 1)
-                        .setOp(Operation.newBuilder().setPut(p))));
-      }
-      state.apply(++index, 1, e.build(), false);
-    }
-    if (state.kv.size() != perSession * SESSIONS) {
-      throw new IllegalStateException(
-          "the state holds " + state.kv.size() + " keys, not " + perSession * SESSIONS);
+    state = apply.state;
+    if (state.kv.size() != keys) {
+      throw new IllegalStateException("the state holds " + state.kv.size() + " keys, not " + keys);
     }
   }
 
