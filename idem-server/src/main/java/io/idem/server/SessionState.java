@@ -236,17 +236,7 @@ final class SessionState implements StateSection {
   @Override
   public Frozen freeze() {
     SessionTable.Frozen frozen = table.freeze();
-    return new Frozen() {
-      @Override
-      public void writeSection(DataOutputStream out) throws IOException {
-        frozen.writeSnapshot(out);
-      }
-
-      @Override
-      public long length() {
-        return frozen.snapshotBytes();
-      }
-    };
+    return Frozen.of(frozen::writeSnapshot, frozen::snapshotBytes);
   }
 
   @Override

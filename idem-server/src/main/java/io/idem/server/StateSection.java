@@ -41,17 +41,7 @@ interface StateSection {
     writeSection(out);
     out.flush();
     byte[] written = bytes.toByteArray();
-    return new Frozen() {
-      @Override
-      public void writeSection(DataOutputStream target) throws IOException {
-        target.write(written);
-      }
-
-      @Override
-      public long length() {
-        return written.length;
-      }
-    };
+    return Frozen.of(target -> target.write(written), () -> written.length);
   }
 
   /** A section as it was when frozen: writes exactly what {@link #writeSection} wrote then. */
@@ -66,6 +56,21 @@ interface StateSection {
      */
     default long length() {
       return -1;
+    }
+
+    /** A section written by {@code writer}, of the {@code length} it states. */
+    static Frozen of(Frozen writer, java.util.function.LongSupplier length) {
+      return new Frozen() {
+        @Override
+        public void writeSection(DataOutputStream out) throws IOException {
+          writer.writeSection(out);
+        }
+
+        @Override
+        public long length() {
+          return length.getAsLong();
+        }
+      };
     }
   }
 
