@@ -5,7 +5,8 @@
 #   early: 30 s warm-up, then 30 s measured, from the servers' start (compare-peers.sh's first run);
 #   late:  the next bench on the same cluster, --late-warmup (60 s) then --late-duration (60 s) measured, when the
 #          JIT compiler has mostly settled (docs/PERFORMANCE.md, "Warm-up").
-# The builds alternate (this build first in odd rounds). Prints each run's line and, per regime, each build's
+# The load generator is this build's \`idem bench\` for both, so only the servers differ (a baseline older than
+# --cpu-pids works too). The builds alternate (this build first in odd rounds). Prints each run's line and, per regime, each build's
 # summed writes/s and its CPU-us per write over all its runs (servers' CPU from /proc, --cpu-pids), and the ratios.
 #
 #   bench/cpu-ab.sh --baseline JAR [--rounds 2] [--late-warmup 60s] [--late-duration 60s]
@@ -53,7 +54,7 @@ run() { # label, jar
   for regime in early late; do
     local w=30s d=30s line
     if [ "$regime" = late ]; then w="$late_warmup" d="$late_duration"; fi
-    line="$("${jvm[@]}" "$jar" bench --servers "$servers" --workload put --sessions 256 --window 1 \
+    line="$("${jvm[@]}" "$current" bench --servers "$servers" --workload put --sessions 256 --window 1 \
       --value-size 100 --warmup "$w" --duration "$d" --cpu-pids "$cpu" | tail -n 1)"
     echo "$label $regime $line"
     echo "$label $regime $line" >> "$results"

@@ -2,7 +2,8 @@
 # Where the servers' CPU goes per write, by thread kind, for one group count: a fresh 3-node Idem cluster
 # (idem server --groups G) on loopback under the closed-loop put workload (idem bench); over a 10 s window after the
 # warm-up, each server thread's CPU from /proc (named through jstack: /proc keeps 15 characters of a name), summed
-# by kind (digits and group ids folded), in CPU-µs per acknowledged write, and the log entries the nodes applied.
+# by kind (digits and group ids folded), in CPU-µs per acknowledged write (and how much of it was system time: fsync,
+# sockets, futex wake-ups, page faults), and the log entries the nodes applied.
 #
 #   bench/groups-threads.sh [--groups G] [--sessions N] [--window N] [--warmup 15s]
 #
@@ -42,11 +43,11 @@ window_s=10
 bench_pid=$!
 pids+=("$bench_pid")
 
-threads() { # pid-tid ticks of every thread of the servers: one awk over /proc, quick under load
+threads() { # pid-tid, user ticks, system ticks of every thread of the servers: one awk over /proc, quick under load
   local pid
   for pid in "${servers[@]}"; do
     awk -v pid="$pid" 'FNR == 1 { split(FILENAME, p, "/"); line = $0; sub(/^.*\) /, "", line); split(line, f, " ")
-      print pid "-" p[5], f[12] + f[13] }' /proc/"$pid"/task/*/stat 2> /dev/null
+      print pid "-" p[5], f[12], f[13] }' /proc/"$pid"/task/*/stat 2> /dev/null
   done | sort
 }
 applied() { # log entries applied, summed over the three nodes and their groups
@@ -77,9 +78,13 @@ awk -v e="$(( e1 - e0 ))" -v a="$s0" -v b="$s1" -v r="$rate" 'BEGIN {
 join "$work/t0" "$work/t1" | join -a 1 - "$work/names" > "$work/joined"
 hz="$(getconf CLK_TCK)"
 w="$(awk -v a="$s0" -v b="$s1" 'BEGIN {print b - a}')" # the window as it ran
-awk -v r="$rate" -v hz="$hz" -v w="$w" '{ t += $3 - $2 } END {
-  printf "server CPU: %.2f cores, %.1f CPU-us per write\n", t / hz / w, t / hz * 1e6 / (r * w) }' "$work/joined"
+# joined: pid-tid, user and system ticks before, user and system ticks after, name
+awk -v r="$rate" -v hz="$hz" -v w="$w" '{ t += $4 - $2 + $5 - $3; k += $5 - $3 } END {
+  printf "server CPU: %.2f cores, %.1f CPU-us per write (%.1f of it in the kernel)\n", t / hz / w, t / hz * 1e6 / (r * w),
+    k / hz * 1e6 / (r * w) }' "$work/joined"
 awk -v r="$rate" -v hz="$hz" -v w="$w" '
-  { n = (NF >= 4) ? $4 : "?"; gsub(/group-[0-9A-F]+/, "group-G", n); gsub(/[0-9]+/, "#", n); d[n] += $3 - $2; t += $3 - $2 }
-  END { for (k in d) if (d[k] > 0) printf "%8.1f us/write %5.1f%%  %s\n", d[k] / hz * 1e6 / (r * w), 100 * d[k] / t, k }' \
+  { n = (NF >= 6) ? $6 : "?"; gsub(/group-[0-9A-F]+/, "group-G", n); gsub(/[0-9]+/, "#", n)
+    d[n] += $4 - $2 + $5 - $3; s[n] += $5 - $3; t += $4 - $2 + $5 - $3 }
+  END { for (k in d) if (d[k] > 0)
+    printf "%8.1f us/write %5.1f%%  (kernel %4.1f)  %s\n", d[k] / hz * 1e6 / (r * w), 100 * d[k] / t, s[k] / hz * 1e6 / (r * w), k }' \
   "$work/joined" | sort -rn | head -n 16
