@@ -5,9 +5,10 @@
 #   early: 30 s warm-up, then 30 s measured, from the servers' start (compare-peers.sh's first run);
 #   late:  the next bench on the same cluster, --late-warmup (60 s) then --late-duration (60 s) measured, when the
 #          JIT compiler has mostly settled (docs/PERFORMANCE.md, "Warm-up").
-# The load generator is this build's \`idem bench\` for both, so only the servers differ (a baseline older than
-# --cpu-pids works too). The builds alternate (this build first in odd rounds). Prints each run's line and, per regime, each build's
-# summed writes/s and its CPU-us per write over all its runs (servers' CPU from /proc, --cpu-pids), and the ratios.
+# The load generator is this build's idem bench for both, so only the servers differ (a baseline older than
+# --cpu-pids works too). The builds alternate (this build first in odd rounds). Prints each run's line and, per
+# regime, each build's summed writes/s and its CPU-us per write over all its runs (servers' CPU from /proc,
+# --cpu-pids), and the ratios.
 #
 #   bench/cpu-ab.sh --baseline JAR [--rounds 2] [--late-warmup 60s] [--late-duration 60s]
 #
@@ -23,7 +24,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds="$2"; shift 2 ;;
     --late-warmup) late_warmup="$2"; shift 2 ;;
     --late-duration) late_duration="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "cpu-ab: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
